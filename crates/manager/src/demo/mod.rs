@@ -1,0 +1,11 @@
+//! `partita demo`: the multiprogrammed workload run in each mode (uncontrolled, partitioned,
+//! process control, batch) with a report.
+
+/// Options of `partita demo`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DemoArgs {}
+
+/// Run the demo.
+pub fn run(_args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
+    Err("partita demo is not built yet".into())
+}

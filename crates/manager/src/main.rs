@@ -1,0 +1,32 @@
+//! The `partita` command: manager daemon, status, confinement of uncontrolled programs, demo.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Partita: process control for parallel programs sharing one machine.
+#[derive(Debug, Parser)]
+#[command(name = "partita", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a multiprogrammed workload with and without process control, and report.
+    Demo(partita_manager::demo::DemoArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Demo(args) => partita_manager::demo::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("partita: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,29 @@
+//! # Partita
+//!
+//! A work-stealing task runtime with *process control*: several parallel programs share one
+//! machine, a co-located manager decides how many CPUs each gets, and each program's runtime
+//! suspends or resumes workers at safe points (between tasks) to match.
+//!
+//! This facade re-exports the member crates:
+//!
+//! | module | crate | what it holds |
+//! |---|---|---|
+//! | [`queues`] | `partita-queues` | multi-access distributed ready queues and their policies (DiBella 1992) |
+//! | [`runtime`] | `partita-runtime` | the work-stealing pool (rayon-core's API), process control, manager client |
+//! | [`protocol`] | `partita-protocol` | the manager ↔ application wire protocol and shared control page |
+//! | [`manager`] | `partita-manager` | the manager daemon, allocation policies, enforcement; CLI `partita` |
+//! | [`numa`] | `partita-numa` | topology, memory policy, page migration, the migrate/replicate policy |
+//! | [`workloads`] | `partita-workloads` | the synthetic multiprogramming workloads used by `partita demo` |
+//!
+//! ```
+//! // The facade exposes every member crate under a short name.
+//! use partita::runtime as _;
+//! use partita::queues as _;
+//! ```
+
+pub use partita_manager as manager;
+pub use partita_numa as numa;
+pub use partita_protocol as protocol;
+pub use partita_queues as queues;
+pub use partita_runtime as runtime;
+pub use partita_workloads as workloads;
