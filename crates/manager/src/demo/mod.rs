@@ -9,3 +9,12 @@ pub struct DemoArgs {}
 pub fn run(_args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
     Err("partita demo is not built yet".into())
 }
+
+/// Options of the hidden `partita workload` subcommand.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WorkloadArgs {}
+
+/// Run one workload application in this process.
+pub fn run_workload(_args: &WorkloadArgs) -> Result<(), Box<dyn std::error::Error>> {
+    Err("partita workload is not built yet".into())
+}
