@@ -1,0 +1,191 @@
+//! The production multi-access queue: atomic ready and occupied bitmaps.
+//!
+//! Post: reserve a free slot with `occupied.fetch_or(bit)` (acquire: the consumer that last
+//! emptied the slot released it), write the task, publish with `ready.fetch_or(bit)`
+//! (release). Claim: `ready.fetch_and(!bit)` (acquire); whoever sees the bit set in the
+//! returned value owns the slot, reads the task, and frees the slot with
+//! `occupied.fetch_and(!bit)` (release). A bit found already cleared is a lost race.
+//!
+//! This is the only module with `unsafe`: the slot array is written by the producer that owns
+//! the occupied bit and read by the consumer that owns the ready bit.
+
+use std::mem::MaybeUninit;
+
+use crossbeam_utils::CachePadded;
+
+use super::{checked_slots, slot_mask, Claim, ReadyQueue, Scan};
+use crate::error::Full;
+use crate::sync::{AtomicU64, AtomicUsize, Ordering, UnsafeCell};
+
+/// A multi-access queue with atomic bitmaps (`LockMode::Atomic`): up to 64 slots, any number
+/// of concurrent producers and consumers, lock-free post and claim.
+///
+/// Not FIFO: a claim takes the first ready slot in its scan order.
+///
+/// ```
+/// use partita_queues::{Direction, MultiAccessQueue, ReadyQueue, Scan};
+/// let q = MultiAccessQueue::new(8);
+/// for t in 10..13 { q.try_post(t).unwrap(); } // slots 0, 1, 2
+/// let back = Scan { start: 7, direction: Direction::Backward };
+/// assert_eq!(q.claim(back).taken, Some((2, 12)));
+/// assert_eq!(q.len(), 2);
+/// ```
+pub struct MultiAccessQueue<T> {
+    ready: CachePadded<AtomicU64>,
+    occupied: CachePadded<AtomicU64>,
+    /// Where the next producer starts looking for a free slot (rotates so producers do not
+    /// all fight over slot 0).
+    hint: CachePadded<AtomicUsize>,
+    mask: u64,
+    slots: Box<[UnsafeCell<MaybeUninit<T>>]>,
+}
+
+// SAFETY: the queue moves `T` values between threads (so `T: Send` is required) and never
+// hands out shared references to a `T`; each slot is accessed by exactly one thread at a time,
+// as arbitrated by the occupied bit (producer) and the ready bit (consumer).
+unsafe impl<T: Send> Send for MultiAccessQueue<T> {}
+// SAFETY: as above; `&MultiAccessQueue` only allows moving values in and out under the
+// bitmap protocol.
+unsafe impl<T: Send> Sync for MultiAccessQueue<T> {}
+
+impl<T> MultiAccessQueue<T> {
+    /// A queue with `slots` slots.
+    ///
+    /// # Panics
+    /// If `slots` is not in `1..=64` (use [`Config`](crate::Config) for a checked
+    /// construction).
+    ///
+    /// ```
+    /// use partita_queues::{MultiAccessQueue, ReadyQueue};
+    /// assert_eq!(MultiAccessQueue::<u8>::new(32).capacity(), Some(32));
+    /// ```
+    pub fn new(slots: usize) -> Self {
+        let slots = checked_slots(slots);
+        Self {
+            ready: CachePadded::new(AtomicU64::new(0)),
+            occupied: CachePadded::new(AtomicU64::new(0)),
+            hint: CachePadded::new(AtomicUsize::new(0)),
+            mask: slot_mask(slots),
+            slots: (0..slots)
+                .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
+                .collect(),
+        }
+    }
+
+    /// The ready bitmap (bit i ⇔ slot i holds a ready task), read without synchronisation.
+    ///
+    /// ```
+    /// use partita_queues::{MultiAccessQueue, ReadyQueue};
+    /// let q = MultiAccessQueue::new(4);
+    /// q.try_post(()).unwrap();
+    /// assert_eq!(q.ready_bits(), 0b1);
+    /// ```
+    pub fn ready_bits(&self) -> u64 {
+        self.ready.load(Ordering::Relaxed)
+    }
+
+    /// The occupied bitmap (bit i ⇔ slot i is reserved or holds a task).
+    ///
+    /// ```
+    /// use partita_queues::{MultiAccessQueue, ReadyQueue};
+    /// let q = MultiAccessQueue::new(4);
+    /// q.try_post(()).unwrap();
+    /// assert_eq!(q.occupied_bits(), 0b1);
+    /// ```
+    pub fn occupied_bits(&self) -> u64 {
+        self.occupied.load(Ordering::Relaxed)
+    }
+}
+
+impl<T: Send> ReadyQueue<T> for MultiAccessQueue<T> {
+    fn try_post(&self, task: T) -> Result<usize, Full<T>> {
+        let n = self.slots.len();
+        let mut occupied = self.occupied.load(Ordering::Relaxed);
+        loop {
+            let free = !occupied & self.mask;
+            let start = self.hint.load(Ordering::Relaxed) % n;
+            let Some(i) =
+                Scan::after_cursor(start + n - 1, n, super::Direction::Forward).pick(free)
+            else {
+                return Err(Full(task));
+            };
+            let bit = 1u64 << i;
+            let before = self.occupied.fetch_or(bit, Ordering::Acquire);
+            if before & bit == 0 {
+                // SAFETY: we just set occupied bit i, which was clear: no other producer can
+                // reserve slot i until a consumer clears it again, and no consumer reads slot
+                // i before we set ready bit i below. The acquire above synchronises with the
+                // release by which the last consumer freed the slot, so its read of the old
+                // value happened before this write.
+                self.slots[i].with_mut(|p| unsafe { (*p).write(task) });
+                self.ready.fetch_or(bit, Ordering::Release);
+                self.hint.store(i + 1, Ordering::Relaxed);
+                return Ok(i);
+            }
+            occupied = before | bit;
+        }
+    }
+
+    fn claim(&self, scan: Scan) -> Claim<T> {
+        let mut lost_races = 0;
+        let mut ready = self.ready.load(Ordering::Relaxed);
+        loop {
+            let Some(i) = scan.pick(ready & self.mask) else {
+                return Claim {
+                    taken: None,
+                    lost_races,
+                };
+            };
+            let bit = 1u64 << i;
+            let before = self.ready.fetch_and(!bit, Ordering::Acquire);
+            if before & bit != 0 {
+                // SAFETY: we cleared ready bit i, which was set, so we are the only consumer
+                // that owns slot i; the acquire synchronises with the producer's release that
+                // set the bit after writing the task, so the slot is initialised. We move the
+                // task out and only then release the slot (clear occupied bit i), after which
+                // we never touch it again.
+                let task = self.slots[i].with_mut(|p| unsafe { (*p).assume_init_read() });
+                self.occupied.fetch_and(!bit, Ordering::Release);
+                return Claim {
+                    taken: Some((i, task)),
+                    lost_races,
+                };
+            }
+            lost_races += 1;
+            ready = before;
+        }
+    }
+
+    fn len(&self) -> usize {
+        (self.ready.load(Ordering::Relaxed) & self.mask).count_ones() as usize
+    }
+
+    fn capacity(&self) -> Option<usize> {
+        Some(self.slots.len())
+    }
+}
+
+impl<T> Drop for MultiAccessQueue<T> {
+    fn drop(&mut self) {
+        // With `&mut self` no post or claim is in flight, so every occupied slot is ready and
+        // initialised.
+        let mut ready = self.ready.load(Ordering::Relaxed) & self.mask;
+        while ready != 0 {
+            let i = ready.trailing_zeros() as usize;
+            ready &= ready - 1;
+            // SAFETY: ready bit i is set and nobody else can access the queue, so slot i holds
+            // an initialised task that no one will read again.
+            self.slots[i].with_mut(|p| unsafe { (*p).assume_init_drop() });
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for MultiAccessQueue<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MultiAccessQueue")
+            .field("slots", &self.slots.len())
+            .field("ready", &format_args!("{:#x}", self.ready_bits()))
+            .field("occupied", &format_args!("{:#x}", self.occupied_bits()))
+            .finish()
+    }
+}
