@@ -1,0 +1,375 @@
+//! The shared control page: a 4 KiB memfd mapped by both the manager and the application.
+//!
+//! Layout (`repr(C)`, atomics only, each writer side on its own cache lines):
+//!
+//! | part | written by | fields |
+//! |---|---|---|
+//! | [`Header`] | manager, once | magic, layout version, app id, pool size |
+//! | [`ManagerSide`] | manager | epoch (seqlock), target, wake (futex word), quantum end, CPU set |
+//! | [`AppSide`] | application | demand, active, tasks run, idle ns, bandwidth, heartbeat |
+//!
+//! The manager is the only writer of `target` and `cpus` and publishes them seqlock-style
+//! ([`ManagerSide::publish`]): the epoch is odd while a write is in progress and bumped to the
+//! next even value afterwards, so a reader ([`ManagerSide::read`]) retries until it sees the
+//! same even epoch before and after reading — a consistent `(target, cpus)` pair. After a
+//! change the manager bumps `wake` and `FUTEX_WAKE`s it; the application's client thread waits
+//! on it ([`ManagerSide::wait_for_change`]). Wakes are advisory: the epoch is the truth.
+
+use crate::cpuset::{CpuSet, CPUSET_WORDS};
+use crate::sys;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Magic number at the start of every control page ("PARTITA1" little-endian-ish).
+pub const PAGE_MAGIC: u64 = 0x3141_5449_5452_4150;
+/// Layout version of [`ControlPage`].
+pub const LAYOUT_VERSION: u32 = 1;
+/// Size of the memfd.
+pub const PAGE_SIZE: usize = 4096;
+
+/// Written once by the manager before the page is sent.
+#[repr(C, align(64))]
+#[derive(Debug)]
+pub struct Header {
+    /// [`PAGE_MAGIC`].
+    pub magic: AtomicU64,
+    /// [`LAYOUT_VERSION`].
+    pub layout_version: AtomicU32,
+    /// The application's id in the manager.
+    pub app_id: AtomicU32,
+    /// Pool size announced in the hello.
+    pub pool_size: AtomicU32,
+}
+
+/// The manager → application half.
+#[repr(C, align(64))]
+#[derive(Debug)]
+pub struct ManagerSide {
+    /// Seqlock sequence: odd while the manager writes, even when stable.
+    pub epoch: AtomicU64,
+    /// Number of workers the application should run (0: a granted zero quantum).
+    pub target: AtomicU32,
+    /// Futex word bumped after every change.
+    pub wake: AtomicU32,
+    /// End of the current quantum (monotonic ns) for time-sliced policies; 0 when unused.
+    pub quantum_end: AtomicU64,
+    /// Non-zero when the application should keep its worker target at pool size and only
+    /// follow the CPU set (the demo's partitioned mode).
+    pub partition_only: AtomicU32,
+    /// CPU set bitset (bit `i % 64` of word `i / 64` is CPU `i`).
+    pub cpus: [AtomicU64; CPUSET_WORDS],
+}
+
+/// The application → manager half.
+#[repr(C, align(64))]
+#[derive(Debug)]
+pub struct AppSide {
+    /// Workers the application could use now.
+    pub demand: AtomicU32,
+    /// Workers currently active.
+    pub active: AtomicU32,
+    /// Tasks run since the pool started.
+    pub tasks_run: AtomicU64,
+    /// Nanoseconds the workers spent idle.
+    pub idle_ns: AtomicU64,
+    /// Bytes (or bus transactions) per quantum when the application measures itself; 0 if not.
+    pub bandwidth: AtomicU64,
+    /// `CLOCK_MONOTONIC` nanoseconds of the last report.
+    pub heartbeat: AtomicU64,
+}
+
+/// The whole page.
+///
+/// ```
+/// assert!(std::mem::size_of::<partita_protocol::page::ControlPage>() <= partita_protocol::page::PAGE_SIZE);
+/// ```
+#[repr(C)]
+#[derive(Debug)]
+pub struct ControlPage {
+    /// Identity and layout.
+    pub header: Header,
+    /// Manager → application.
+    pub manager: ManagerSide,
+    /// Application → manager.
+    pub app: AppSide,
+}
+
+const _: () = assert!(std::mem::size_of::<ControlPage>() <= PAGE_SIZE);
+
+/// A consistent view of the manager half.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Allocation {
+    /// The epoch the view was taken at (even).
+    pub epoch: u64,
+    /// Target workers.
+    pub target: u32,
+    /// CPU set (empty: no confinement).
+    pub cpus: CpuSet,
+    /// Whether only the CPU set is to be followed.
+    pub partition_only: bool,
+}
+
+impl ManagerSide {
+    /// Publish a new `(target, cpus)`: seqlock write, then bump `wake` and wake waiters.
+    /// Only one thread (the manager) may call this for a given page.
+    ///
+    /// ```
+    /// let page = partita_protocol::page::PageMap::create(1, 4).unwrap();
+    /// let cpus: partita_protocol::CpuSet = [0, 1].into_iter().collect();
+    /// page.manager.publish(2, &cpus);
+    /// let a = page.manager.read();
+    /// assert_eq!((a.target, a.cpus), (2, cpus));
+    /// assert_eq!(a.epoch, 2);
+    /// ```
+    pub fn publish(&self, target: u32, cpus: &CpuSet) {
+        let e = self.epoch.load(Ordering::Relaxed);
+        self.epoch.store(e.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
+        self.target.store(target, Ordering::Relaxed);
+        for (slot, w) in self.cpus.iter().zip(cpus.words()) {
+            slot.store(*w, Ordering::Relaxed);
+        }
+        self.epoch.store(e.wrapping_add(2), Ordering::Release);
+        self.wake.fetch_add(1, Ordering::Release);
+        sys::futex_wake(&self.wake, i32::MAX);
+    }
+
+    /// Read a consistent `(target, cpus)` (seqlock read; retries while a write is in progress).
+    ///
+    /// ```
+    /// let page = partita_protocol::page::PageMap::create(1, 4).unwrap();
+    /// assert_eq!(page.manager.read().target, 4);
+    /// ```
+    pub fn read(&self) -> Allocation {
+        loop {
+            let e1 = self.epoch.load(Ordering::Acquire);
+            if e1 % 2 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let target = self.target.load(Ordering::Relaxed);
+            let mut words = [0u64; CPUSET_WORDS];
+            for (w, slot) in words.iter_mut().zip(&self.cpus) {
+                *w = slot.load(Ordering::Relaxed);
+            }
+            let partition_only = self.partition_only.load(Ordering::Relaxed) != 0;
+            fence(Ordering::Acquire);
+            let e2 = self.epoch.load(Ordering::Relaxed);
+            if e1 == e2 {
+                return Allocation {
+                    epoch: e1,
+                    target,
+                    cpus: CpuSet::from_words(words),
+                    partition_only,
+                };
+            }
+        }
+    }
+
+    /// Wait until `wake` differs from `seen` or `timeout` passes (spurious returns allowed).
+    /// Returns the current value of `wake`.
+    ///
+    /// ```
+    /// let page = partita_protocol::page::PageMap::create(1, 4).unwrap();
+    /// let w = page.manager.wake.load(std::sync::atomic::Ordering::Acquire);
+    /// // Nothing changes: returns after the timeout with the same value.
+    /// assert_eq!(page.manager.wait_for_change(w, std::time::Duration::from_millis(1)), w);
+    /// ```
+    pub fn wait_for_change(&self, seen: u32, timeout: Duration) -> u32 {
+        sys::futex_wait(&self.wake, seen, timeout);
+        self.wake.load(Ordering::Acquire)
+    }
+}
+
+/// A mapped control page (either side). Dereferences to [`ControlPage`]; unmaps on drop.
+#[derive(Debug)]
+pub struct PageMap {
+    map: sys::Mapping,
+    fd: OwnedFd,
+}
+
+/// Why a received page was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum PageError {
+    /// A system call failed.
+    #[error("{call}: {source}")]
+    Sys {
+        /// The call.
+        call: &'static str,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The file is smaller than a page.
+    #[error("control page too small: {0} bytes")]
+    TooSmall(u64),
+    /// Wrong magic number.
+    #[error("control page has wrong magic {0:#x}")]
+    Magic(u64),
+    /// Unsupported layout.
+    #[error("control page layout {0} unsupported (this side knows {LAYOUT_VERSION})")]
+    Layout(u32),
+}
+
+impl PageMap {
+    /// Create a fresh page (manager side): memfd, sealed against resizing, header filled,
+    /// `target = pool_size`, no CPU set.
+    ///
+    /// ```
+    /// let p = partita_protocol::page::PageMap::create(7, 3).unwrap();
+    /// assert_eq!(p.header.app_id.load(std::sync::atomic::Ordering::Relaxed), 7);
+    /// ```
+    pub fn create(app_id: u32, pool_size: u32) -> Result<PageMap, PageError> {
+        let fd = sys::memfd_sealed_page(PAGE_SIZE).map_err(|source| PageError::Sys {
+            call: "memfd_create",
+            source,
+        })?;
+        let map = sys::Mapping::new(fd.as_fd(), PAGE_SIZE).map_err(|source| PageError::Sys {
+            call: "mmap",
+            source,
+        })?;
+        let page = PageMap { map, fd };
+        page.header.magic.store(PAGE_MAGIC, Ordering::Relaxed);
+        page.header
+            .layout_version
+            .store(LAYOUT_VERSION, Ordering::Relaxed);
+        page.header.app_id.store(app_id, Ordering::Relaxed);
+        page.header.pool_size.store(pool_size, Ordering::Relaxed);
+        page.manager.target.store(pool_size, Ordering::Relaxed);
+        page.manager.epoch.store(0, Ordering::Release);
+        Ok(page)
+    }
+
+    /// Map a page received from the manager (application side) and validate it.
+    ///
+    /// ```
+    /// use std::os::fd::AsFd;
+    /// let m = partita_protocol::page::PageMap::create(1, 2).unwrap();
+    /// let fd = m.fd().try_clone_to_owned().unwrap();
+    /// let a = partita_protocol::page::PageMap::open(fd).unwrap();
+    /// m.manager.publish(1, &partita_protocol::CpuSet::new());
+    /// assert_eq!(a.manager.read().target, 1);
+    /// ```
+    pub fn open(fd: OwnedFd) -> Result<PageMap, PageError> {
+        let size = sys::file_size(fd.as_fd()).map_err(|source| PageError::Sys {
+            call: "fstat",
+            source,
+        })?;
+        if size < PAGE_SIZE as u64 {
+            return Err(PageError::TooSmall(size));
+        }
+        let map = sys::Mapping::new(fd.as_fd(), PAGE_SIZE).map_err(|source| PageError::Sys {
+            call: "mmap",
+            source,
+        })?;
+        let page = PageMap { map, fd };
+        let magic = page.header.magic.load(Ordering::Acquire);
+        if magic != PAGE_MAGIC {
+            return Err(PageError::Magic(magic));
+        }
+        let layout = page.header.layout_version.load(Ordering::Acquire);
+        if layout != LAYOUT_VERSION {
+            return Err(PageError::Layout(layout));
+        }
+        Ok(page)
+    }
+
+    /// The memfd (to send with SCM_RIGHTS).
+    ///
+    /// ```
+    /// use std::os::fd::AsRawFd;
+    /// let p = partita_protocol::page::PageMap::create(1, 1).unwrap();
+    /// assert!(p.fd().as_raw_fd() >= 0);
+    /// ```
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl std::ops::Deref for PageMap {
+    type Target = ControlPage;
+    fn deref(&self) -> &ControlPage {
+        // SAFETY: the mapping is PAGE_SIZE bytes, page aligned (so aligned for ControlPage's
+        // 64-byte alignment), lives as long as `self`, and ControlPage is made only of atomics,
+        // for which every bit pattern is valid and shared mutation from another process is
+        // sound (all accesses are atomic).
+        unsafe { &*(self.map.as_ptr() as *const ControlPage) }
+    }
+}
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds (the clock of `heartbeat` and `quantum_end`).
+///
+/// ```
+/// let a = partita_protocol::page::monotonic_ns();
+/// assert!(partita_protocol::page::monotonic_ns() >= a);
+/// ```
+pub fn monotonic_ns() -> u64 {
+    sys::monotonic_ns()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn seqlock_readers_never_see_torn_writes() {
+        let page = Arc::new(PageMap::create(1, 64).unwrap());
+        page.manager.publish(0, &CpuSet::new());
+        let writer = {
+            let page = page.clone();
+            std::thread::spawn(move || {
+                for i in 0..20_000u32 {
+                    let n = (i % 64) as usize;
+                    let cpus: CpuSet = (0..n).map(|c| c * 7 % 1024).collect();
+                    page.manager.publish(n as u32, &cpus);
+                }
+            })
+        };
+        let mut reads = 0;
+        while !writer.is_finished() || reads < 1000 {
+            let a = page.manager.read();
+            // Invariant of the writer: target == number of CPUs in the set.
+            assert_eq!(
+                a.target as usize,
+                a.cpus.len(),
+                "torn read at epoch {}",
+                a.epoch
+            );
+            assert_eq!(a.epoch % 2, 0);
+            reads += 1;
+        }
+        writer.join().unwrap();
+    }
+
+    #[test]
+    fn futex_wakes_a_waiter_in_time() {
+        let page = Arc::new(PageMap::create(1, 1).unwrap());
+        let seen = page.manager.wake.load(Ordering::Acquire);
+        let waiter = {
+            let page = page.clone();
+            std::thread::spawn(move || {
+                let t = std::time::Instant::now();
+                let now = page.manager.wait_for_change(seen, Duration::from_secs(10));
+                (now, t.elapsed())
+            })
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        page.manager.publish(1, &CpuSet::new());
+        let (now, waited) = waiter.join().unwrap();
+        assert_ne!(now, seen);
+        assert!(waited < Duration::from_secs(5), "the wake was lost");
+    }
+
+    #[test]
+    fn open_rejects_foreign_files() {
+        let fd = sys::memfd_sealed_page(PAGE_SIZE).unwrap();
+        assert!(matches!(PageMap::open(fd), Err(PageError::Magic(0))));
+        let small = sys::memfd_sealed_page(100).unwrap();
+        assert!(matches!(
+            PageMap::open(small),
+            Err(PageError::TooSmall(100))
+        ));
+    }
+}

@@ -1,0 +1,297 @@
+//! The system calls the protocol needs, as small safe wrappers (all `unsafe` of the crate).
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+use std::sync::atomic::AtomicU32;
+use std::time::Duration;
+
+fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// A memfd of `size` bytes, close-on-exec, sealed against shrinking and growing (so a peer
+/// cannot truncate it under the other side's mapping and make it fault).
+pub(crate) fn memfd_sealed_page(size: usize) -> io::Result<OwnedFd> {
+    let name = c"partita-control-page";
+    // SAFETY: `name` is a valid NUL-terminated string; the flags are valid.
+    let fd = cvt(unsafe {
+        libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
+    })?;
+    // SAFETY: memfd_create just returned this fd and nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: plain syscall on an fd we own.
+    cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), size as libc::off_t) })?;
+    // SAFETY: plain fcntl on an fd we own; F_ADD_SEALS takes an int argument.
+    cvt(unsafe {
+        libc::fcntl(
+            fd.as_raw_fd(),
+            libc::F_ADD_SEALS,
+            libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL,
+        )
+    })?;
+    Ok(fd)
+}
+
+/// Size of the file behind `fd`.
+pub(crate) fn file_size(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    // SAFETY: zeroed `stat` is a valid out-parameter.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fd is valid for the borrow; `st` is a valid pointer.
+    cvt(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
+    Ok(st.st_size as u64)
+}
+
+/// A shared read-write mapping, unmapped on drop.
+#[derive(Debug)]
+pub(crate) struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain shared memory accessed only through atomics (see page.rs).
+unsafe impl Send for Mapping {}
+// SAFETY: as above.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    pub(crate) fn new(fd: BorrowedFd<'_>, len: usize) -> io::Result<Mapping> {
+        // SAFETY: a fresh mapping at an address the kernel chooses; fd is valid.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mapping {
+            // mmap never returns null on success (MAP_FIXED is not used).
+            ptr: NonNull::new(p as *mut u8)
+                .ok_or_else(|| io::Error::other("mmap returned null"))?,
+            len,
+        })
+    }
+
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len are exactly what mmap returned; no reference outlives `self`
+        // (PageMap hands out references tied to its own lifetime).
+        unsafe {
+            libc::munmap(self.ptr.as_ptr() as *mut libc::c_void, self.len);
+        }
+    }
+}
+
+/// `FUTEX_WAIT` (shared, not private: the word lives in a MAP_SHARED page seen by two
+/// processes) while `*word == expected`, for at most `timeout`.
+pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `word` is a valid, aligned u32 for the duration of the call; `ts` is valid.
+    // The result is ignored on purpose: EAGAIN (value changed), EINTR and ETIMEDOUT all mean
+    // "go and look again", which is what every caller does.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT,
+            expected,
+            &ts as *const libc::timespec,
+        );
+    }
+}
+
+/// `FUTEX_WAKE` up to `n` waiters on `word`.
+pub(crate) fn futex_wake(word: &AtomicU32, n: i32) {
+    // SAFETY: `word` is a valid aligned u32; FUTEX_WAKE does not dereference anything else.
+    unsafe {
+        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, n);
+    }
+}
+
+pub(crate) fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out-pointer; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Send `bytes` on a connected Unix stream socket with `fd` attached (SCM_RIGHTS).
+/// Returns the number of bytes sent (the fd goes with the first byte).
+///
+/// ```
+/// use partita_protocol::sys::{send_with_fd, recv_with_fd};
+/// use std::os::fd::AsFd;
+/// let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+/// let file = std::fs::File::open("/dev/null").unwrap();
+/// send_with_fd(a.as_fd(), b"hi", file.as_fd()).unwrap();
+/// let mut buf = [0u8; 8];
+/// let (n, fd) = recv_with_fd(b.as_fd(), &mut buf).unwrap();
+/// assert_eq!(&buf[..n], b"hi");
+/// assert!(fd.is_some());
+/// ```
+pub fn send_with_fd(sock: BorrowedFd<'_>, bytes: &[u8], fd: BorrowedFd<'_>) -> io::Result<usize> {
+    let mut iov = libc::iovec {
+        iov_base: bytes.as_ptr() as *mut libc::c_void,
+        iov_len: bytes.len(),
+    };
+    // SAFETY: CMSG_SPACE is a pure computation.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+    let mut cbuf = vec![0u64; space.div_ceil(8)];
+    // SAFETY: zeroed msghdr is valid; fields are filled below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = space as _;
+    // SAFETY: msg_control points to `space` bytes (8-aligned), enough for one cmsg with one fd;
+    // CMSG_FIRSTHDR is therefore non-null and CMSG_DATA has room for a RawFd.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut RawFd, fd.as_raw_fd());
+    }
+    // SAFETY: msg and everything it points to are valid for the call.
+    let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// Receive into `buf` from a Unix stream socket, collecting at most one fd passed with
+/// SCM_RIGHTS (extra fds are closed). Blocking or not depending on the socket.
+///
+/// ```
+/// use std::io::Write;
+/// use std::os::fd::AsFd;
+/// let (mut a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+/// a.write_all(b"x").unwrap();
+/// let mut buf = [0u8; 4];
+/// let (n, fd) = partita_protocol::sys::recv_with_fd(b.as_fd(), &mut buf).unwrap();
+/// assert_eq!((n, fd.is_none()), (1, true));
+/// ```
+pub fn recv_with_fd(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: pure computation.
+    let space = unsafe { libc::CMSG_SPACE((4 * std::mem::size_of::<RawFd>()) as u32) } as usize;
+    let mut cbuf = vec![0u64; space.div_ceil(8)];
+    // SAFETY: zeroed msghdr is valid.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = space as _;
+    // SAFETY: msg points to valid buffers for the call; MSG_CMSG_CLOEXEC marks received fds.
+    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut got: Option<OwnedFd> = None;
+    // SAFETY: walking the control messages the kernel wrote into `cbuf`, with the libc macros
+    // that bound every step by msg_controllen; each SCM_RIGHTS payload holds whole RawFds that
+    // the kernel installed in our table and that we now own.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(cmsg) as *const RawFd;
+                let bytes = (*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                for i in 0..bytes / std::mem::size_of::<RawFd>() {
+                    let fd = OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i)));
+                    if got.is_none() {
+                        got = Some(fd);
+                    } // else: dropped, i.e. closed.
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    Ok((n as usize, got))
+}
+
+/// Credentials of the peer of a Unix socket (SO_PEERCRED): the kernel's view, never the
+/// peer's claim.
+///
+/// ```
+/// use std::os::fd::AsFd;
+/// let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+/// let cred = partita_protocol::sys::peer_cred(a.as_fd()).unwrap();
+/// assert_eq!(cred.pid as u32, std::process::id());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerCred {
+    /// Process id at connect time.
+    pub pid: i32,
+    /// User id.
+    pub uid: u32,
+    /// Group id.
+    pub gid: u32,
+}
+
+/// Read SO_PEERCRED of a connected Unix socket (see [`PeerCred`]).
+pub fn peer_cred(sock: BorrowedFd<'_>) -> io::Result<PeerCred> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: valid out-pointer and length for SO_PEERCRED.
+    cvt(unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            &mut cred as *mut libc::ucred as *mut libc::c_void,
+            &mut len,
+        )
+    })?;
+    Ok(PeerCred {
+        pid: cred.pid,
+        uid: cred.uid,
+        gid: cred.gid,
+    })
+}
+
+/// `pidfd_open(pid)`: an fd that becomes readable when the process exits.
+///
+/// ```
+/// let fd = partita_protocol::sys::pidfd_open(std::process::id() as i32).unwrap();
+/// # drop(fd);
+/// ```
+pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall with integer arguments.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel returned a new fd we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
