@@ -2,4 +2,56 @@
 //!
 //! NUMA topology, safe memory-policy and page-migration wrappers, node-placed allocation, and
 //! Verghese's migrate/replicate policy with its trace-driven simulator. Design:
-//! `shared/spec/numa.md`.
+//! `shared/spec/numa.md`; the crate's README explains the layers.
+//!
+//! ```
+//! use partita_numa::{Topology, NodeVec, Placement};
+//! let topo = Topology::current().unwrap();
+//! let node = topo.nodes()[0].id;
+//! let v = NodeVec::from_fn(10_000, Placement::Node(node), |i| i as u64).unwrap();
+//! assert_eq!(v[9_999], 9_999);
+//! assert!(v.page_nodes().unwrap().iter().all(|s| s.node() == Some(node)));
+//! ```
+
+mod error;
+mod mempolicy;
+mod nodeset;
+mod pages;
+mod range;
+mod sys;
+mod topology;
+
+pub mod counters;
+pub mod placement;
+pub mod policy;
+pub mod replicated;
+pub mod sim;
+
+#[cfg(feature = "hwloc")]
+mod hwloc_backend;
+
+pub use error::{NumaError, Result};
+pub use mempolicy::{
+    get_mempolicy, mbind, node_of_address, policy_at, set_mempolicy, MbindFlags, MemPolicy,
+};
+pub use nodeset::{NodeSet, MAX_NODES};
+pub use pages::{
+    locate, locate_pages, migrate, migrate_batched, migrate_pages, move_pages_to, MoveScope,
+    PageStatus, DEFAULT_BATCH,
+};
+pub use placement::{NodeBox, NodeVec, Placement};
+pub use range::{online_nodes, page_size, PageRange};
+pub use replicated::Replicated;
+pub use topology::{parse_cpu_list, Cache, CacheKind, Cpu, Node, Topology};
+
+/// The NUMA node the calling thread is running on right now (`getcpu(2)`); `None` if the
+/// kernel does not say.
+///
+/// ```
+/// if let Some(n) = partita_numa::current_node() {
+///     assert!(partita_numa::online_nodes().contains(n));
+/// }
+/// ```
+pub fn current_node() -> Option<u32> {
+    sys::current_cpu_and_node().map(|(_, n)| n)
+}

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Boots the two-NUMA-node QEMU guest (TCG; never KVM) and runs the partita-numa guest program
+# in it. Prints the guest's serial console to stdout; the host test
+# (crates/numa/tests/vm.rs) parses the "PARTITA-NUMA ..." lines.
+#
+# Steps: build the static guest binary (its own target dir, so the shared target/ keeps its
+# flags), fetch the cloud kernel into target/numa-vm/kernel, pack busybox + the binary into an
+# initramfs, boot with two nodes of one CPU and 256 MiB each, power off at the end.
+#
+#   crates/numa/vm/run.sh            env: NUMA_VM_TIMEOUT (seconds, default 200)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+ws=$(cd "$here/../../.." && pwd)
+out=$ws/target/numa-vm
+timeout_s=${NUMA_VM_TIMEOUT:-200}
+mkdir -p "$out"
+
+for tool in qemu-system-x86_64 cpio gzip; do
+  command -v "$tool" >/dev/null || { echo "numa-vm: $tool not found (run scripts/install-deps)" >&2; exit 2; }
+done
+busybox=/bin/busybox
+[[ -x $busybox ]] || busybox=$(command -v busybox || true)
+# A dynamically linked busybox cannot run in the initramfs (ldd fails on static binaries).
+if [[ -z $busybox ]] || ldd "$busybox" >/dev/null 2>&1; then
+  echo "numa-vm: a static busybox is needed (Debian package busybox-static)" >&2
+  exit 2
+fi
+
+echo "numa-vm: building the static guest binary" >&2
+(cd "$ws" && CARGO_TARGET_DIR=$ws/target/vm RUSTFLAGS='-C target-feature=+crt-static' \
+  cargo build -q --release -p partita-numa --example vm_guest --target x86_64-unknown-linux-gnu >&2)
+guest=$ws/target/vm/x86_64-unknown-linux-gnu/release/examples/vm_guest
+if ldd "$guest" >/dev/null 2>&1; then
+  echo "numa-vm: $guest is not statically linked" >&2
+  exit 2
+fi
+
+kernel=$("$here/fetch-kernel.sh")/vmlinuz
+
+root=$out/initramfs
+rm -rf "$root"
+mkdir -p "$root"/{bin,proc,sys,dev,tmp}
+cp "$busybox" "$root/bin/busybox"
+cp "$guest" "$root/guest"
+cat > "$root/init" <<'INIT'
+#!/bin/busybox sh
+/bin/busybox mount -t proc proc /proc
+/bin/busybox mount -t sysfs sysfs /sys
+/bin/busybox mount -t devtmpfs devtmpfs /dev
+echo "PARTITA-NUMA-VM BOOTED $(/bin/busybox uname -r)"
+/guest
+echo "PARTITA-NUMA-VM EXIT $?"
+/bin/busybox sync
+/bin/busybox poweroff -f
+INIT
+chmod +x "$root/init"
+(cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) > "$out/initramfs.cpio.gz"
+
+echo "numa-vm: booting (TCG, 2 nodes x 1 CPU x 256 MiB, timeout ${timeout_s}s)" >&2
+log=$out/serial.log
+rm -f "$log"
+set +e
+timeout --kill-after=5 "$timeout_s" qemu-system-x86_64 \
+  -machine pc,accel=tcg -cpu max -smp 2 -m 512M \
+  -object memory-backend-ram,id=m0,size=256M \
+  -object memory-backend-ram,id=m1,size=256M \
+  -numa node,nodeid=0,cpus=0,memdev=m0 \
+  -numa node,nodeid=1,cpus=1,memdev=m1 \
+  -kernel "$kernel" -initrd "$out/initramfs.cpio.gz" \
+  -append "console=ttyS0 rdinit=/init panic=-1 quiet loglevel=3 numa_balancing=disable" \
+  -display none -monitor none -serial "file:$log" -no-reboot
+rc=$?
+set -e
+cat "$log" 2>/dev/null || true
+if [[ $rc -eq 124 || $rc -eq 137 ]]; then
+  echo "PARTITA-NUMA-VM TIMEOUT after ${timeout_s}s"
+  exit 3
+fi
+exit $rc
