@@ -142,9 +142,8 @@ impl Dag {
                         0
                     } else if i == j && j == k {
                         prev
-                    } else if j == k {
-                        1 + prev
-                    } else if i == j {
+                    } else if j == k || i == j {
+                        // trsm(i, k) waits for potrf(k); a diagonal update for trsm(i, k).
                         1 + prev
                     } else {
                         2 + prev
