@@ -332,7 +332,7 @@ mod tests {
     #[test]
     fn shares_cover_the_range_exactly_once() {
         for n in 1..6 {
-            let mut seen = vec![0; 37];
+            let mut seen = [0; 37];
             for rank in 0..n {
                 let c = PhaseCtx {
                     phase: 0,
