@@ -4,5 +4,306 @@
 //! partita-runtime, decides how many CPUs (and which) each gets with pure allocation policies,
 //! and enforces the result; plus the CLI (`partita status`, `run`, `demo`, …). Design:
 //! `shared/spec/manager.md`.
+//!
+//! - [`alloc`]: the allocator, pure functions over plain data (levels 1 and 2, placement);
+//! - [`config`]: TOML configuration with the papers' defaults;
+//! - [`enforce`]: affinity and cpuset cgroups;
+//! - [`status`]: what `partita status` shows;
+//! - [`spawn_in_process`] / [`serve`]: the daemon, on its own thread or in the foreground.
+//!
+//! ```no_run
+//! // A manager on a private socket, inside this process.
+//! let handle = partita_manager::spawn_in_process(
+//!     partita_manager::Config::default(),
+//!     "/tmp/partita-example.sock".into(),
+//! ).unwrap();
+//! println!("{}", handle.status().to_table());
+//! handle.shutdown().unwrap();
+//! ```
 
+pub mod alloc;
+pub mod config;
+mod daemon;
 pub mod demo;
+pub mod enforce;
+pub mod probe;
+mod registry;
+pub mod status;
+pub mod sys;
+
+pub use config::{Config, ConfigError, Control};
+pub use status::Status;
+
+use partita_protocol::wire::{
+    frame_len, ClientMessage, ManagerMessage, MAX_MANAGER_FRAME, PROTOCOL_VERSION,
+};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Errors of the manager and its client commands.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Invalid configuration.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// An I/O operation failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A system call failed.
+    #[error(transparent)]
+    Sys(#[from] sys::SysError),
+    /// Another manager answers on the socket.
+    #[error("a manager is already listening on {0}")]
+    AlreadyRunning(PathBuf),
+    /// The manager replied with an error.
+    #[error("manager refused: {code:?}: {message}")]
+    Refused {
+        /// Error code.
+        code: partita_protocol::wire::ErrorCode,
+        /// Text.
+        message: String,
+    },
+    /// The manager's reply could not be understood.
+    #[error("bad reply from the manager: {0}")]
+    Protocol(String),
+    /// The daemon thread failed.
+    #[error("manager thread: {0}")]
+    Thread(String),
+}
+
+/// A manager running on its own thread (see [`spawn_in_process`]).
+#[derive(Debug)]
+pub struct ManagerHandle {
+    socket: PathBuf,
+    shared: Arc<daemon::Shared>,
+    thread: Option<std::thread::JoinHandle<Result<(), Error>>>,
+}
+
+/// Run the manager on its own thread with its own tokio runtime, listening on `socket`.
+/// Returns once the socket is listening.
+///
+/// ```
+/// let dir = std::env::temp_dir().join(format!("partita-doc-{}", std::process::id()));
+/// let sock = dir.join("m.sock");
+/// let mut cfg = partita_manager::Config::default();
+/// cfg.uncontrolled = partita_manager::config::Uncontrolled::Tracked;
+/// let h = partita_manager::spawn_in_process(cfg, sock.clone()).unwrap();
+/// assert!(h.status().cpus_managed >= 1);
+/// assert_eq!(h.socket(), sock.as_path());
+/// h.shutdown().unwrap();
+/// assert!(!sock.exists());
+/// ```
+pub fn spawn_in_process(config: Config, socket: PathBuf) -> Result<ManagerHandle, Error> {
+    let shared = daemon::shared(config)?;
+    let listener = daemon::bind(&socket, false)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| Error::Io {
+            context: "build tokio runtime".into(),
+            source,
+        })?;
+    let s = shared.clone();
+    let path = socket.clone();
+    let thread = std::thread::Builder::new()
+        .name("partita-manager".into())
+        .spawn(move || rt.block_on(daemon::run(s, listener, path)))
+        .map_err(|source| Error::Io {
+            context: "spawn manager thread".into(),
+            source,
+        })?;
+    Ok(ManagerHandle {
+        socket,
+        shared,
+        thread: Some(thread),
+    })
+}
+
+impl ManagerHandle {
+    /// A status snapshot (the same data `partita status --json` prints).
+    ///
+    /// ```no_run
+    /// # let h = partita_manager::spawn_in_process(Default::default(), "/tmp/x.sock".into()).unwrap();
+    /// for app in h.status().applications { println!("{} {}", app.name, app.target); }
+    /// ```
+    pub fn status(&self) -> Status {
+        self.shared.status()
+    }
+
+    /// The socket the manager listens on.
+    ///
+    /// ```no_run
+    /// # let h = partita_manager::spawn_in_process(Default::default(), "/tmp/x.sock".into()).unwrap();
+    /// std::env::set_var("PARTITA_SOCKET", h.socket());
+    /// ```
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Stop the manager: applications see EOF and go standalone; affinities are restored,
+    /// cgroups and the socket removed.
+    ///
+    /// ```no_run
+    /// # let h = partita_manager::spawn_in_process(Default::default(), "/tmp/x.sock".into()).unwrap();
+    /// h.shutdown().unwrap();
+    /// ```
+    pub fn shutdown(mut self) -> Result<(), Error> {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> Result<(), Error> {
+        self.shared.request_shutdown();
+        match self.thread.take() {
+            Some(t) => t
+                .join()
+                .map_err(|_| Error::Thread("the manager thread panicked".into()))?,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for ManagerHandle {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+/// Run the manager in the foreground until SIGTERM or SIGINT (`partita serve`).
+/// `system` selects group-accessible socket permissions (0660) instead of 0600.
+///
+/// ```no_run
+/// partita_manager::serve(Default::default(), "/run/partita/partita.sock".into(), true).unwrap();
+/// ```
+pub fn serve(config: Config, socket: PathBuf, system: bool) -> Result<(), Error> {
+    let shared = daemon::shared(config)?;
+    let listener = daemon::bind(&socket, system)?;
+    if system {
+        chgrp_partita(&socket);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|source| Error::Io {
+            context: "build tokio runtime".into(),
+            source,
+        })?;
+    rt.block_on(async {
+        let s = shared.clone();
+        tokio::spawn(async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            let (Ok(mut term), Ok(mut int)) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) else {
+                tracing::error!("cannot install signal handlers");
+                return;
+            };
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM"),
+                _ = int.recv() => tracing::info!("SIGINT"),
+            }
+            s.request_shutdown();
+        });
+        daemon::run(shared, listener, socket).await
+    })
+}
+
+/// Give the socket to group `partita` if that group exists (system mode).
+fn chgrp_partita(socket: &Path) {
+    if let Ok(Some(g)) = nix::unistd::Group::from_name("partita") {
+        let _ = nix::unistd::chown(socket, None, Some(g.gid));
+    }
+}
+
+/// The default socket for `serve`: system mode (root) `/run/partita/partita.sock`, else
+/// `$XDG_RUNTIME_DIR/partita.sock`; `PARTITA_SOCKET` overrides both.
+///
+/// ```
+/// let (path, _system) = partita_manager::default_serve_socket();
+/// assert!(path.to_string_lossy().ends_with(".sock") || std::env::var_os("PARTITA_SOCKET").is_some());
+/// ```
+pub fn default_serve_socket() -> (PathBuf, bool) {
+    if let Some(p) = std::env::var_os("PARTITA_SOCKET") {
+        return (PathBuf::from(p), sys::euid() == 0);
+    }
+    if sys::euid() == 0 {
+        return (PathBuf::from(partita_protocol::SYSTEM_SOCKET), true);
+    }
+    let dir = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    (dir.join(partita_protocol::SOCKET_NAME), false)
+}
+
+fn request(socket: &Path, msg: &ClientMessage) -> Result<ManagerMessage, Error> {
+    let io = |what: &'static str| {
+        let ctx = format!("{what} {}", socket.display());
+        move |source| Error::Io {
+            context: ctx,
+            source,
+        }
+    };
+    let mut s = std::os::unix::net::UnixStream::connect(socket).map_err(io("connect"))?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .map_err(io("set timeout on"))?;
+    s.write_all(&msg.encode()).map_err(io("write to"))?;
+    let mut prefix = [0u8; 4];
+    s.read_exact(&mut prefix).map_err(io("read from"))?;
+    let len = frame_len(prefix, MAX_MANAGER_FRAME).map_err(|e| Error::Protocol(e.to_string()))?;
+    let mut payload = vec![0u8; len];
+    s.read_exact(&mut payload).map_err(io("read from"))?;
+    match ManagerMessage::decode(&payload).map_err(|e| Error::Protocol(e.to_string()))? {
+        ManagerMessage::Error { code, message } => Err(Error::Refused { code, message }),
+        m => Ok(m),
+    }
+}
+
+/// Ask a running manager for its status (`partita status`).
+///
+/// ```no_run
+/// let s = partita_manager::query_status(std::path::Path::new("/run/partita/partita.sock")).unwrap();
+/// println!("{}", s.to_table());
+/// ```
+pub fn query_status(socket: &Path) -> Result<Status, Error> {
+    match request(
+        socket,
+        &ClientMessage::StatusRequest {
+            version: PROTOCOL_VERSION,
+        },
+    )? {
+        ManagerMessage::StatusReply { json } => {
+            serde_json::from_str(&json).map_err(|e| Error::Protocol(e.to_string()))
+        }
+        other => Err(Error::Protocol(format!("unexpected reply {other:?}"))),
+    }
+}
+
+/// Confine the calling process to a partition as an uncontrolled process (`partita run`
+/// calls this, then execs the command, which inherits the confinement).
+///
+/// ```no_run
+/// let (partition, cpus) = partita_manager::confine_self(std::path::Path::new("/run/partita/partita.sock"), "batch").unwrap();
+/// println!("in {partition} on {cpus}");
+/// ```
+pub fn confine_self(
+    socket: &Path,
+    partition: &str,
+) -> Result<(String, partita_protocol::CpuSet), Error> {
+    match request(
+        socket,
+        &ClientMessage::Confine {
+            version: PROTOCOL_VERSION,
+            partition: partition.to_string(),
+        },
+    )? {
+        ManagerMessage::Confined { partition, cpus } => Ok((partition, cpus)),
+        other => Err(Error::Protocol(format!("unexpected reply {other:?}"))),
+    }
+}

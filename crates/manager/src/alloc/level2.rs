@@ -1,0 +1,293 @@
+//! Level 2: a partition's CPUs to its members, one policy per partition.
+//!
+//! Every function takes the partition's CPU count `a` and its members as `(id, cap)` pairs in
+//! member order (uncontrolled first, then applications by registration), and returns a count
+//! per member, never above its cap, summing to at most `a`.
+
+use super::{MemberHistory, MemberId};
+use crate::config::UsageDecayConfig;
+use std::collections::{BTreeMap, BinaryHeap};
+
+type Hist = BTreeMap<MemberId, MemberHistory>;
+
+/// Max-min fair share: every member gets `min(cap, level)`; when the CPUs left do not divide
+/// evenly among the members still wanting more, the extra CPUs go to those with the lowest
+/// cumulative count (`cum`, advanced once per period), so uneven remainders rotate.
+///
+/// ```
+/// use partita_manager::alloc::{level2::equipartition, MemberId::App};
+/// let mut h = Default::default();
+/// let got = equipartition(2, &[(App(1), 4), (App(2), 4), (App(3), 4)], &mut h, false);
+/// assert_eq!(got.iter().map(|x| x.1).sum::<u32>(), 2);
+/// ```
+pub fn equipartition(
+    a: u32,
+    members: &[(MemberId, u32)],
+    hist: &mut Hist,
+    advance: bool,
+) -> Vec<(MemberId, u32)> {
+    if advance {
+        for (m, _) in members {
+            if let Some(h) = hist.get_mut(m) {
+                h.cum += h.last_count as u64;
+            }
+        }
+    }
+    let mut out: Vec<(MemberId, u32)> = members.iter().map(|&(m, _)| (m, 0)).collect();
+    let mut idx: Vec<usize> = (0..members.len()).filter(|&i| members[i].1 > 0).collect();
+    idx.sort_by_key(|&i| members[i].1);
+    let mut remaining = a;
+    let mut pos = 0;
+    // Satisfy everyone whose cap is at or below the current fair level.
+    while pos < idx.len() {
+        let left = (idx.len() - pos) as u32;
+        let level = remaining / left;
+        let cap = members[idx[pos]].1;
+        if cap <= level {
+            out[idx[pos]].1 = cap;
+            remaining -= cap;
+            pos += 1;
+        } else {
+            break;
+        }
+    }
+    let rest = &idx[pos..];
+    if !rest.is_empty() {
+        let level = remaining / rest.len() as u32;
+        let mut extra = remaining - level * rest.len() as u32;
+        for &i in rest {
+            out[i].1 = level;
+        }
+        let mut order: Vec<usize> = rest.to_vec();
+        let cum = |i: usize| hist.get(&members[i].0).map_or(0, |h| h.cum);
+        order.sort_by(|&x, &y| cum(x).cmp(&cum(y)).then(members[x].0.cmp(&members[y].0)));
+        for &i in &order {
+            if extra == 0 {
+                break;
+            }
+            // cap > level here (else it would have been satisfied above), so level + 1 fits.
+            out[i].1 += 1;
+            extra -= 1;
+        }
+    }
+    // Keep `cum` bounded: only differences matter.
+    if advance {
+        let min = members
+            .iter()
+            .filter_map(|(m, _)| hist.get(m).map(|h| h.cum))
+            .min()
+            .unwrap_or(0);
+        for (m, _) in members {
+            if let Some(h) = hist.get_mut(m) {
+                h.cum -= min;
+            }
+        }
+    }
+    out
+}
+
+/// Tucker's usage-decay allocator (§6.3.2): `inv_prio += n·t` (CPUs held × seconds since the
+/// last allocation), `inv_prio *= c` every decay period (`decay_steps` periods have passed),
+/// then CPUs are handed out one at a time to the member minimising `inv_prio + k·S` (k: CPUs
+/// it already got this round), up to its cap; ties are broken by an RNG seeded with
+/// `cfg.seed` and `round`.
+///
+/// ```
+/// use partita_manager::alloc::{level2::usage_decay, MemberId::App, MemberHistory};
+/// use std::collections::BTreeMap;
+/// let mut h = BTreeMap::new();
+/// h.insert(App(1), MemberHistory { inv_prio: 100.0, ..Default::default() });
+/// h.insert(App(2), MemberHistory::default());
+/// let got = usage_decay(1, &[(App(1), 2), (App(2), 2)], &mut h, &Default::default(), 0.0, 0, 1);
+/// assert_eq!(got, vec![(App(1), 0), (App(2), 1)]);
+/// ```
+pub fn usage_decay(
+    a: u32,
+    members: &[(MemberId, u32)],
+    hist: &mut Hist,
+    cfg: &UsageDecayConfig,
+    elapsed_s: f64,
+    decay_steps: u64,
+    round: u64,
+) -> Vec<(MemberId, u32)> {
+    let decay = cfg.c.powi(decay_steps.min(i32::MAX as u64) as i32);
+    let mut inv = Vec::with_capacity(members.len());
+    for (m, _) in members {
+        let h = hist.entry(*m).or_default();
+        h.inv_prio += h.last_count as f64 * elapsed_s;
+        h.inv_prio *= decay;
+        inv.push(h.inv_prio);
+    }
+    let mut out: Vec<(MemberId, u32)> = members.iter().map(|&(m, _)| (m, 0)).collect();
+    // Min-heap on (inv + k·S, random tie-break, index).
+    #[derive(PartialEq)]
+    struct Key(f64, u64, usize);
+    impl Eq for Key {}
+    impl PartialOrd for Key {
+        fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+            Some(self.cmp(o))
+        }
+    }
+    impl Ord for Key {
+        fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+            // Reversed: BinaryHeap is a max-heap.
+            o.0.total_cmp(&self.0)
+                .then(o.1.cmp(&self.1))
+                .then(o.2.cmp(&self.2))
+        }
+    }
+    let tie = |i: usize| splitmix(cfg.seed ^ round.wrapping_mul(0x9e37_79b9) ^ i as u64);
+    let mut heap: BinaryHeap<Key> = (0..members.len())
+        .filter(|&i| members[i].1 > 0)
+        .map(|i| Key(inv[i], tie(i), i))
+        .collect();
+    let mut left = a;
+    while left > 0 {
+        let Some(Key(_, t, i)) = heap.pop() else {
+            break;
+        };
+        out[i].1 += 1;
+        left -= 1;
+        if out[i].1 < members[i].1 {
+            heap.push(Key(inv[i] + out[i].1 as f64 * cfg.s, t, i));
+        }
+    }
+    out
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// NANOS Dynamic Space Sharing. With requests `p_i` (the caps) and `W = Σ p_i` on `P = a`
+/// CPUs: `W ≤ P` ⇒ everyone gets its request; otherwise `x_i = ⌊P·p_i/W⌋` plus one for the
+/// members whose accumulated remainder (integer carry in units of 1/W) is largest, so that
+/// `Σ x = P`; at least 1 each while `n ≤ P`. When `n > P`, groups of `P` members are served in
+/// turn, the group advancing each quantum (`advance`). `w_hist` / `offset` are the partition's
+/// carry unit and group offset.
+///
+/// ```
+/// use partita_manager::alloc::{level2::dss, MemberId::App};
+/// let mut h = Default::default();
+/// let (mut w, mut off) = (0, 0);
+/// let got = dss(4, &[(App(1), 6), (App(2), 2)], &mut h, &mut w, &mut off, false);
+/// assert_eq!(got, vec![(App(1), 3), (App(2), 1)]);
+/// ```
+pub fn dss(
+    a: u32,
+    members: &[(MemberId, u32)],
+    hist: &mut Hist,
+    w_hist: &mut i64,
+    offset: &mut usize,
+    advance: bool,
+) -> Vec<(MemberId, u32)> {
+    let mut out: Vec<(MemberId, u32)> = members.iter().map(|&(m, _)| (m, 0)).collect();
+    let active: Vec<usize> = (0..members.len()).filter(|&i| members[i].1 > 0).collect();
+    if active.is_empty() || a == 0 {
+        return out;
+    }
+    let p = a as usize;
+    let group: Vec<usize> = if active.len() > p {
+        if advance {
+            *offset = (*offset + p) % active.len();
+        }
+        let start = *offset % active.len();
+        (0..p).map(|j| active[(start + j) % active.len()]).collect()
+    } else {
+        active
+    };
+    let w: i64 = group.iter().map(|&i| members[i].1 as i64).sum();
+    if w <= p as i64 {
+        for &i in &group {
+            out[i].1 = members[i].1;
+        }
+        return out;
+    }
+    if *w_hist != w {
+        // Carries are in units of 1/W; a new W starts them afresh.
+        for &i in &group {
+            if let Some(h) = hist.get_mut(&members[i].0) {
+                h.dss_carry = 0;
+            }
+        }
+        *w_hist = w;
+    }
+    let pp = p as i64;
+    let mut rem = Vec::with_capacity(group.len());
+    let mut given = 0i64;
+    for &i in &group {
+        let exact = pp * members[i].1 as i64;
+        out[i].1 = (exact / w) as u32;
+        given += exact / w;
+        rem.push((i, exact % w));
+    }
+    let need = (pp - given) as usize;
+    let carry = |i: usize| hist.get(&members[i].0).map_or(0, |h| h.dss_carry);
+    let mut order = rem.clone();
+    order.sort_by(|x, y| {
+        (carry(y.0) + y.1)
+            .cmp(&(carry(x.0) + x.1))
+            .then(members[x.0].0.cmp(&members[y.0].0))
+    });
+    let chosen: Vec<usize> = order.iter().take(need).map(|x| x.0).collect();
+    for &i in &chosen {
+        out[i].1 += 1;
+    }
+    if advance {
+        for (i, r) in rem {
+            let h = hist.entry(members[i].0).or_default();
+            h.dss_carry += r - if chosen.contains(&i) { w } else { 0 };
+        }
+    }
+    // At least one each (n ≤ P here): take from the most over-served member that has ≥ 2.
+    for gi in 0..group.len() {
+        let i = group[gi];
+        if out[i].1 == 0 {
+            let donor = group
+                .iter()
+                .copied()
+                .filter(|&j| out[j].1 >= 2)
+                .max_by(|&x, &y| {
+                    let ox = out[x].1 as i64 * w - pp * members[x].1 as i64;
+                    let oy = out[y].1 as i64 * w - pp * members[y].1 as i64;
+                    ox.cmp(&oy).then(y.cmp(&x))
+                });
+            if let Some(j) = donor {
+                out[j].1 -= 1;
+                out[i].1 = 1;
+            }
+        }
+    }
+    out
+}
+
+/// First come, first served with exact requests: members in order get their full cap while it
+/// fits; the first that does not fit, and everyone after it, waits.
+///
+/// ```
+/// use partita_manager::alloc::{level2::batch, MemberId::App};
+/// assert_eq!(batch(3, &[(App(1), 2), (App(2), 2), (App(3), 1)]),
+///            vec![(App(1), 2), (App(2), 0), (App(3), 0)]);
+/// ```
+pub fn batch(a: u32, members: &[(MemberId, u32)]) -> Vec<(MemberId, u32)> {
+    let mut left = a;
+    let mut blocked = false;
+    members
+        .iter()
+        .map(|&(m, cap)| {
+            if blocked || cap == 0 {
+                return (m, 0);
+            }
+            if cap <= left {
+                left -= cap;
+                (m, cap)
+            } else {
+                blocked = true;
+                (m, 0)
+            }
+        })
+        .collect()
+}

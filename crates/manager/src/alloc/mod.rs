@@ -1,0 +1,370 @@
+//! The allocator: a pure function of (state, history, config) → allocation.
+//!
+//! Two levels (manager.md §Allocation):
+//! - [`level1`]: CPUs to partitions (entitlement by shares or fixed counts, rotation of
+//!   fractional entitlements, lending of idle entitlement, revocation);
+//! - [`level2`]: a partition's CPUs to its members (applications and the pseudo-member that
+//!   stands for the partition's uncontrolled processes) with the partition's policy;
+//! - [`placement`]: which CPUs (selective, affinity-keeping assignment).
+//!
+//! Nothing here touches the system: the daemon builds an [`AllocInput`] from its registry,
+//! calls [`allocate`] with the [`History`] it keeps, and enforces the [`AllocOutput`].
+//!
+//! ```
+//! use partita_manager::alloc::*;
+//! use partita_manager::config::PartitionConfig;
+//! let mut input = AllocInput::new((0..4).collect(), vec![PartitionConfig::named("default")]);
+//! input.apps.push(AppDemand { id: 1, partition: 0, demand: 4, pool_size: 4 });
+//! input.apps.push(AppDemand { id: 2, partition: 0, demand: 4, pool_size: 4 });
+//! let mut history = History::default();
+//! let out = allocate(&input, &mut history);
+//! assert_eq!(out.count(MemberId::App(1)), 2);
+//! assert_eq!(out.count(MemberId::App(2)), 2);
+//! ```
+
+pub mod level1;
+pub mod level2;
+pub mod placement;
+
+use crate::config::{DssConfig, PartitionConfig, PolicyKind, UsageDecayConfig};
+use partita_protocol::CpuSet;
+use std::collections::BTreeMap;
+
+/// Identifier of an application in the manager.
+pub type AppId = u32;
+
+/// A member of a partition: a registered application, or the partition's uncontrolled
+/// processes taken together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum MemberId {
+    /// The uncontrolled processes of the partition with this index.
+    Uncontrolled(usize),
+    /// A registered application.
+    App(AppId),
+}
+
+/// An application's request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppDemand {
+    /// Id (registration order: lower is earlier).
+    pub id: AppId,
+    /// Index of its partition in [`AllocInput::partitions`].
+    pub partition: usize,
+    /// Workers it could use now.
+    pub demand: u32,
+    /// Pool size (a cap).
+    pub pool_size: u32,
+}
+
+impl AppDemand {
+    /// The most CPUs it may get: `min(demand, pool_size)`.
+    ///
+    /// ```
+    /// let a = partita_manager::alloc::AppDemand { id: 1, partition: 0, demand: 9, pool_size: 4 };
+    /// assert_eq!(a.cap(), 4);
+    /// ```
+    pub fn cap(&self) -> u32 {
+        self.demand.min(self.pool_size)
+    }
+}
+
+/// Everything the allocator looks at.
+#[derive(Debug, Clone)]
+pub struct AllocInput {
+    /// CPUs the manager may hand out (its own affinity / cpuset).
+    pub cpus: Vec<usize>,
+    /// Cache / NUMA domain of each CPU, indexed like `cpus` (empty: one domain).
+    pub domains: Vec<u32>,
+    /// Partitions; index 0 is `default`.
+    pub partitions: Vec<PartitionConfig>,
+    /// Registered applications.
+    pub apps: Vec<AppDemand>,
+    /// Demand of the uncontrolled processes of each partition (see [`uncontrolled_demand`]);
+    /// missing entries are 0.
+    pub uncontrolled: Vec<u32>,
+    /// Current time (any monotonic milliseconds; a simulated clock in tests).
+    pub now_ms: u64,
+    /// Rotation period of fractional entitlements and uneven remainders.
+    pub period_ms: u64,
+    /// Usage-decay parameters.
+    pub usage_decay: UsageDecayConfig,
+    /// DSS parameters.
+    pub dss: DssConfig,
+}
+
+impl AllocInput {
+    /// An input with no applications, at time 0, paper defaults.
+    ///
+    /// ```
+    /// let i = partita_manager::alloc::AllocInput::new(vec![0, 1], vec![partita_manager::config::PartitionConfig::named("default")]);
+    /// assert_eq!(i.period_ms, 300);
+    /// ```
+    pub fn new(cpus: Vec<usize>, partitions: Vec<PartitionConfig>) -> Self {
+        AllocInput {
+            cpus,
+            domains: Vec::new(),
+            partitions,
+            apps: Vec::new(),
+            uncontrolled: Vec::new(),
+            now_ms: 0,
+            period_ms: 300,
+            usage_decay: UsageDecayConfig::default(),
+            dss: DssConfig::default(),
+        }
+    }
+}
+
+/// Demand of a partition's uncontrolled processes from their runnable-thread counts: 0 when
+/// none is runnable now; otherwise at least 1 (at once) and otherwise the rounded average.
+///
+/// ```
+/// use partita_manager::alloc::uncontrolled_demand;
+/// assert_eq!(uncontrolled_demand(0, 3.0), 0);
+/// assert_eq!(uncontrolled_demand(1, 0.0), 1);
+/// assert_eq!(uncontrolled_demand(2, 2.4), 2);
+/// ```
+pub fn uncontrolled_demand(runnable_now: u32, runnable_avg: f64) -> u32 {
+    if runnable_now == 0 {
+        0
+    } else {
+        (runnable_avg.round().max(0.0) as u32).max(1)
+    }
+}
+
+/// What one partition got.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PartitionAlloc {
+    /// CPUs it is entitled to this period.
+    pub entitlement: u32,
+    /// Σ of its members' caps.
+    pub demand: u32,
+    /// CPUs it got.
+    pub allocation: u32,
+    /// Entitled CPUs other partitions are using.
+    pub lent: u32,
+    /// CPUs above its entitlement.
+    pub borrowed: u32,
+}
+
+/// The allocation.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AllocOutput {
+    /// Per partition, indexed like the input.
+    pub partitions: Vec<PartitionAlloc>,
+    /// Per member: CPU count and CPU set (`set.len() == count`).
+    pub members: BTreeMap<MemberId, (u32, CpuSet)>,
+    /// CPUs whose owner changed compared with the previous allocation.
+    pub moves: u32,
+}
+
+impl AllocOutput {
+    /// CPU count of a member (0 if absent).
+    ///
+    /// ```
+    /// let o = partita_manager::alloc::AllocOutput::default();
+    /// assert_eq!(o.count(partita_manager::alloc::MemberId::App(3)), 0);
+    /// ```
+    pub fn count(&self, m: MemberId) -> u32 {
+        self.members.get(&m).map_or(0, |x| x.0)
+    }
+
+    /// CPU set of a member (empty if absent).
+    ///
+    /// ```
+    /// let o = partita_manager::alloc::AllocOutput::default();
+    /// assert!(o.cpus(partita_manager::alloc::MemberId::App(3)).is_empty());
+    /// ```
+    pub fn cpus(&self, m: MemberId) -> CpuSet {
+        self.members.get(&m).map_or(CpuSet::new(), |x| x.1)
+    }
+
+    /// Σ of all counts.
+    ///
+    /// ```
+    /// assert_eq!(partita_manager::alloc::AllocOutput::default().total(), 0);
+    /// ```
+    pub fn total(&self) -> u32 {
+        self.members.values().map(|x| x.0).sum()
+    }
+}
+
+/// What a member carries from one allocation to the next.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MemberHistory {
+    /// Cumulative CPU count summed at each rotation period (equipartition rotation).
+    pub cum: u64,
+    /// Tucker's inverse priority.
+    pub inv_prio: f64,
+    /// DSS remainder carry, in units of 1/W (W = `dss_w` of the partition).
+    pub dss_carry: i64,
+    /// Count of the last allocation.
+    pub last_count: u32,
+    /// CPU set of the last allocation.
+    pub last_cpus: CpuSet,
+    /// Every CPU it has held (selective assignment prefers these).
+    pub used_before: CpuSet,
+}
+
+/// State carried between allocations (rotation credits, decay, carries, previous sets).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct History {
+    /// Per member.
+    pub members: BTreeMap<MemberId, MemberHistory>,
+    /// Level-1 rotation credit per partition name, in units of 1/Σshares.
+    pub partition_credit: BTreeMap<String, i64>,
+    /// Σshares the credits are expressed in.
+    pub partition_credit_w: i64,
+    /// DSS: W the carries of each partition are expressed in.
+    pub dss_w: BTreeMap<usize, i64>,
+    /// DSS: first member of the group served when applications outnumber CPUs.
+    pub dss_offset: BTreeMap<usize, usize>,
+    /// Time of the last allocation.
+    pub last_ms: Option<u64>,
+    /// Time of the last rotation step.
+    pub last_rotation_ms: u64,
+    /// Time of the last usage decay.
+    pub last_decay_ms: u64,
+    /// Time of the last DSS quantum step.
+    pub last_dss_ms: u64,
+    /// Number of allocations made (seeds tie-breaking).
+    pub rounds: u64,
+}
+
+/// Compute the allocation, updating `history`.
+///
+/// ```
+/// use partita_manager::alloc::*;
+/// use partita_manager::config::PartitionConfig;
+/// let mut input = AllocInput::new(vec![0, 1], vec![PartitionConfig::named("default")]);
+/// input.uncontrolled = vec![1];
+/// input.apps.push(AppDemand { id: 1, partition: 0, demand: 2, pool_size: 2 });
+/// let out = allocate(&input, &mut History::default());
+/// assert_eq!(out.count(MemberId::Uncontrolled(0)) + out.count(MemberId::App(1)), 2);
+/// ```
+pub fn allocate(input: &AllocInput, history: &mut History) -> AllocOutput {
+    let now = input.now_ms;
+    let first = history.last_ms.is_none();
+    if first {
+        history.last_rotation_ms = now;
+        history.last_decay_ms = now;
+        history.last_dss_ms = now;
+    }
+    let period = input.period_ms.max(1);
+    let advance_rotation = !first && now >= history.last_rotation_ms + period;
+    if advance_rotation {
+        history.last_rotation_ms = now;
+    }
+    let advance_dss = !first && now >= history.last_dss_ms + input.dss.quantum_ms.max(1);
+    if advance_dss {
+        history.last_dss_ms = now;
+    }
+    let decay_steps = if first {
+        0
+    } else {
+        let p = input.usage_decay.period_ms.max(1);
+        let steps = (now.saturating_sub(history.last_decay_ms)) / p;
+        history.last_decay_ms += steps * p;
+        steps
+    };
+    let elapsed_s = history
+        .last_ms
+        .map_or(0.0, |t| now.saturating_sub(t) as f64 / 1000.0);
+    history.last_ms = Some(now);
+    history.rounds += 1;
+
+    // Members per partition, in member order.
+    let np = input.partitions.len();
+    let mut members: Vec<Vec<(MemberId, u32)>> = vec![Vec::new(); np];
+    for (k, &d) in input.uncontrolled.iter().enumerate().take(np) {
+        if d > 0 {
+            members[k].push((MemberId::Uncontrolled(k), d));
+        }
+    }
+    let mut apps: Vec<&AppDemand> = input.apps.iter().filter(|a| a.partition < np).collect();
+    apps.sort_by_key(|a| a.id);
+    for a in apps {
+        members[a.partition].push((MemberId::App(a.id), a.cap()));
+    }
+
+    // Forget members that left; seed new ones.
+    let present: std::collections::BTreeSet<MemberId> =
+        members.iter().flatten().map(|m| m.0).collect();
+    history.members.retain(|m, _| present.contains(m));
+    for (k, ms) in members.iter().enumerate() {
+        let min_cum = ms
+            .iter()
+            .filter_map(|(m, _)| history.members.get(m).map(|h| h.cum))
+            .min()
+            .unwrap_or(0);
+        for (m, _) in ms {
+            history.members.entry(*m).or_insert_with(|| MemberHistory {
+                cum: min_cum,
+                ..MemberHistory::default()
+            });
+        }
+        let _ = k;
+    }
+
+    // Level 1.
+    let demands: Vec<u32> = members
+        .iter()
+        .map(|ms| ms.iter().map(|m| m.1).sum())
+        .collect();
+    let l1 = level1::partition_counts(
+        input.cpus.len() as u32,
+        &input.partitions,
+        &demands,
+        history,
+        advance_rotation,
+    );
+
+    // Level 2.
+    let mut counts: BTreeMap<MemberId, u32> = BTreeMap::new();
+    for (k, ms) in members.iter().enumerate() {
+        let a = l1[k].allocation;
+        let got = match input.partitions[k].policy {
+            PolicyKind::Equipartition => {
+                level2::equipartition(a, ms, &mut history.members, advance_rotation)
+            }
+            PolicyKind::UsageDecay => level2::usage_decay(
+                a,
+                ms,
+                &mut history.members,
+                &input.usage_decay,
+                elapsed_s,
+                decay_steps,
+                history.rounds,
+            ),
+            PolicyKind::Dss => {
+                let w = history.dss_w.entry(k).or_insert(0);
+                let off = history.dss_offset.entry(k).or_insert(0);
+                level2::dss(a, ms, &mut history.members, w, off, advance_dss)
+            }
+            PolicyKind::Batch => level2::batch(a, ms),
+        };
+        counts.extend(got);
+    }
+
+    // Which CPUs.
+    let placed = placement::place(&input.cpus, &input.domains, &counts, &history.members);
+    let mut out = AllocOutput {
+        partitions: l1,
+        members: BTreeMap::new(),
+        moves: placed.moves,
+    };
+    for (m, set) in placed.sets {
+        let n = counts.get(&m).copied().unwrap_or(0);
+        if let Some(h) = history.members.get_mut(&m) {
+            h.last_count = n;
+            h.last_cpus = set;
+            for c in set.iter() {
+                h.used_before.insert(c);
+            }
+        }
+        out.members.insert(m, (n, set));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,165 @@
+//! Which CPUs: selective, affinity-keeping assignment (NANOS).
+//!
+//! 1. Every member keeps the CPUs it had, as many as its new count allows (when shrinking it
+//!    keeps those in its best-populated domain, then the lowest numbers).
+//! 2. Members that need more take, in order of preference: CPUs they used before; idle CPUs
+//!    (owned by nobody in the previous allocation) in the domain of their other CPUs; other
+//!    idle CPUs; CPUs in their domain; any CPU.
+//!
+//! So a reallocation moves only CPUs whose owner's count changed; `moves` counts the CPUs
+//! handed to a different owner than before.
+
+use super::{MemberHistory, MemberId};
+use partita_protocol::CpuSet;
+use std::collections::BTreeMap;
+
+/// Result of [`place`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Placement {
+    /// CPU set per member (`len() == count`, as far as CPUs exist).
+    pub sets: BTreeMap<MemberId, CpuSet>,
+    /// CPUs now owned by a member other than their previous owner.
+    pub moves: u32,
+}
+
+/// Assign CPU sets. `domains[i]` is the domain of `cpus[i]` (missing: domain 0); `prev` holds
+/// each member's last set and the CPUs it used before.
+///
+/// ```
+/// use partita_manager::alloc::{placement::place, MemberHistory, MemberId::App};
+/// use std::collections::BTreeMap;
+/// let mut prev = BTreeMap::new();
+/// prev.insert(App(1), MemberHistory { last_cpus: [2, 3].into_iter().collect(), ..Default::default() });
+/// let counts = BTreeMap::from([(App(1), 2), (App(2), 2)]);
+/// let p = place(&[0, 1, 2, 3], &[], &counts, &prev);
+/// assert_eq!(p.sets[&App(1)].to_vec(), vec![2, 3]); // kept
+/// assert_eq!(p.sets[&App(2)].to_vec(), vec![0, 1]);
+/// assert_eq!(p.moves, 0); // CPUs 0 and 1 were idle
+/// ```
+pub fn place(
+    cpus: &[usize],
+    domains: &[u32],
+    counts: &BTreeMap<MemberId, u32>,
+    prev: &BTreeMap<MemberId, MemberHistory>,
+) -> Placement {
+    let max_cpu = cpus.iter().copied().max().map_or(0, |c| c + 1);
+    let mut domain_of = vec![0u32; max_cpu];
+    let mut available = vec![false; max_cpu];
+    for (i, &c) in cpus.iter().enumerate() {
+        available[c] = true;
+        domain_of[c] = domains.get(i).copied().unwrap_or(0);
+    }
+    // Previous owner of each CPU.
+    let mut old_owner: Vec<Option<MemberId>> = vec![None; max_cpu];
+    for (m, h) in prev {
+        for c in h.last_cpus.iter() {
+            if c < max_cpu {
+                old_owner[c] = Some(*m);
+            }
+        }
+    }
+    let mut owner: Vec<Option<MemberId>> = vec![None; max_cpu];
+    let mut sets: BTreeMap<MemberId, CpuSet> = BTreeMap::new();
+    let mut need: BTreeMap<MemberId, u32> = BTreeMap::new();
+
+    // 1. Keep.
+    for (&m, &n) in counts {
+        let mut set = CpuSet::new();
+        if let Some(h) = prev.get(&m) {
+            let mut mine: Vec<usize> = h
+                .last_cpus
+                .iter()
+                .filter(|&c| c < max_cpu && available[c] && owner[c].is_none())
+                .collect();
+            if mine.len() > n as usize {
+                let mut per_domain: BTreeMap<u32, usize> = BTreeMap::new();
+                for &c in &mine {
+                    *per_domain.entry(domain_of[c]).or_default() += 1;
+                }
+                mine.sort_by_key(|&c| (std::cmp::Reverse(per_domain[&domain_of[c]]), c));
+                mine.truncate(n as usize);
+            }
+            for c in mine {
+                owner[c] = Some(m);
+                set.insert(c);
+            }
+        }
+        need.insert(m, n - set.len() as u32);
+        sets.insert(m, set);
+    }
+
+    // 2a. CPUs used before.
+    for (&m, left) in need.iter_mut() {
+        if *left == 0 {
+            continue;
+        }
+        if let Some(h) = prev.get(&m) {
+            for c in h.used_before.iter() {
+                if *left == 0 {
+                    break;
+                }
+                if c < max_cpu && available[c] && owner[c].is_none() {
+                    owner[c] = Some(m);
+                    sets.get_mut(&m).map(|s| s.insert(c));
+                    *left -= 1;
+                }
+            }
+        }
+    }
+
+    // 2b. The rest, by preference class. Free lists per (idle, domain), lowest CPU last so
+    // `pop` yields the lowest number.
+    let mut free: BTreeMap<(bool, u32), Vec<usize>> = BTreeMap::new();
+    for &c in cpus.iter().rev() {
+        if owner[c].is_none() {
+            free.entry((old_owner[c].is_none(), domain_of[c]))
+                .or_default()
+                .push(c);
+        }
+    }
+    let mut take = |idle: Option<bool>, dom: Option<u32>, owner: &mut Vec<Option<MemberId>>| {
+        for ((i, d), list) in free.iter_mut() {
+            if idle.is_some_and(|x| x != *i) || dom.is_some_and(|x| x != *d) {
+                continue;
+            }
+            while let Some(c) = list.pop() {
+                if owner[c].is_none() {
+                    return Some(c);
+                }
+            }
+        }
+        None
+    };
+    for (&m, left) in need.iter_mut() {
+        while *left > 0 {
+            let home = {
+                let s = &sets[&m];
+                let mut per: BTreeMap<u32, usize> = BTreeMap::new();
+                for c in s.iter() {
+                    *per.entry(domain_of[c]).or_default() += 1;
+                }
+                per.into_iter()
+                    .max_by_key(|&(d, n)| (n, std::cmp::Reverse(d)))
+                    .map(|x| x.0)
+            };
+            let pick = match home {
+                Some(d) => take(Some(true), Some(d), &mut owner)
+                    .or_else(|| take(Some(true), None, &mut owner))
+                    .or_else(|| take(None, Some(d), &mut owner))
+                    .or_else(|| take(None, None, &mut owner)),
+                None => take(Some(true), None, &mut owner).or_else(|| take(None, None, &mut owner)),
+            };
+            let Some(c) = pick else {
+                break; // More counted than CPUs exist: cannot happen with a valid allocation.
+            };
+            owner[c] = Some(m);
+            sets.get_mut(&m).map(|s| s.insert(c));
+            *left -= 1;
+        }
+    }
+
+    let moves = (0..max_cpu)
+        .filter(|&c| owner[c].is_some() && old_owner[c].is_some() && owner[c] != old_owner[c])
+        .count() as u32;
+    Placement { sets, moves }
+}

@@ -1,0 +1,492 @@
+//! Configuration (TOML). Every paper parameter is here with the paper's value as default;
+//! unknown keys and invalid values are errors naming the key.
+//!
+//! ```toml
+//! control = "full"            # or "partition-only": confine to CPU sets, keep targets at pool size
+//! max_applications = 4096
+//! hello_timeout_ms = 2000     # a client that says nothing is dropped after this
+//! realloc_period_ms = 300     # Tucker: reallocation / rotation period
+//! sample_period_ms = 50       # runnable-thread sampling of uncontrolled processes
+//! uncontrolled = "system"     # or "tracked": only processes started with `partita run`
+//! cgroups = true              # confine uncontrolled processes with cpuset cgroups when possible
+//!
+//! [usage_decay]               # Tucker §6.3.2
+//! c = 0.95
+//! s = 20.0
+//! period_ms = 300
+//!
+//! [dss]                        # NANOS
+//! quantum_ms = 100
+//!
+//! [[partition]]
+//! name = "batch"
+//! share = 1                   # or: cpus = 2 (fixed count)
+//! sharing = "lend-idle"       # "never" | "always"
+//! policy = "equipartition"    # "usage-decay" | "dss" | "batch"
+//! members = { names = ["solver"], uids = [1000], hint = true }
+//! ```
+//!
+//! The `default` partition always exists (share 1, equipartition); a `[[partition]]` named
+//! `default` overrides its share, sharing and policy.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Whether the manager changes worker targets or only confines to CPU sets.
+///
+/// ```
+/// assert_eq!(partita_manager::Control::default(), partita_manager::Control::Full);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Control {
+    /// Process control: targets follow the allocation, CPU sets confine.
+    #[default]
+    Full,
+    /// Space partitioning only: applications are confined to their CPU sets but keep all their
+    /// workers active (the demo's "partitioned" mode).
+    PartitionOnly,
+}
+
+/// Where the demand of uncontrolled processes in the default partition comes from.
+///
+/// ```
+/// assert_eq!(partita_manager::config::Uncontrolled::default(), partita_manager::config::Uncontrolled::System);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Uncontrolled {
+    /// Every runnable thread on the managed CPUs that is not a registered application's.
+    #[default]
+    System,
+    /// Only processes started with `partita run` (and their descendants).
+    Tracked,
+}
+
+/// Level-1 sharing policy of a partition (Verghese).
+///
+/// ```
+/// assert_eq!(partita_manager::config::Sharing::default(), partita_manager::config::Sharing::LendIdle);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum Sharing {
+    /// Idle entitlement is lent to partitions with unmet demand and revoked when needed.
+    #[default]
+    LendIdle,
+    /// Fixed quota: never lends, never borrows.
+    Never,
+    /// No protection: the partition's CPUs are shared with everyone all the time.
+    Always,
+}
+
+/// Level-2 policy inside a partition.
+///
+/// ```
+/// assert_eq!(partita_manager::config::PolicyKind::default().to_string(), "equipartition");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum PolicyKind {
+    /// Max-min fair, rotating uneven remainders.
+    #[default]
+    Equipartition,
+    /// Tucker's usage-decay allocator.
+    UsageDecay,
+    /// NANOS Dynamic Space Sharing.
+    Dss,
+    /// First come, first served, exact requests.
+    Batch,
+}
+
+impl fmt::Display for PolicyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PolicyKind::Equipartition => "equipartition",
+            PolicyKind::UsageDecay => "usage-decay",
+            PolicyKind::Dss => "dss",
+            PolicyKind::Batch => "batch",
+        })
+    }
+}
+
+/// Who belongs to a partition.
+///
+/// ```
+/// let m = partita_manager::config::Membership::default();
+/// assert!(m.names.is_empty() && m.hint);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Membership {
+    /// Application names (hello `name`, or the executable name of uncontrolled processes).
+    pub names: Vec<String>,
+    /// User ids.
+    pub uids: Vec<u32>,
+    /// Group ids.
+    pub gids: Vec<u32>,
+    /// Whether an application's `partition_hint` may select this partition.
+    pub hint: bool,
+}
+
+impl Default for Membership {
+    fn default() -> Self {
+        Membership {
+            names: Vec::new(),
+            uids: Vec::new(),
+            gids: Vec::new(),
+            hint: true,
+        }
+    }
+}
+
+/// One partition (Verghese's software performance unit).
+///
+/// ```
+/// let p = partita_manager::config::PartitionConfig::named("batch");
+/// assert_eq!(p.share, 1);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartitionConfig {
+    /// Unique name.
+    pub name: String,
+    /// Weight for proportional entitlement (ignored when `cpus` is set).
+    #[serde(default = "one")]
+    pub share: u32,
+    /// Fixed CPU count instead of a share.
+    #[serde(default)]
+    pub cpus: Option<u32>,
+    /// Sharing policy.
+    #[serde(default)]
+    pub sharing: Sharing,
+    /// Level-2 policy.
+    #[serde(default)]
+    pub policy: PolicyKind,
+    /// Membership rule.
+    #[serde(default)]
+    pub members: Membership,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl PartitionConfig {
+    /// A partition with share 1, lend-idle, equipartition, hint allowed.
+    ///
+    /// ```
+    /// assert_eq!(partita_manager::config::PartitionConfig::named("x").name, "x");
+    /// ```
+    pub fn named(name: &str) -> Self {
+        PartitionConfig {
+            name: name.to_string(),
+            share: 1,
+            cpus: None,
+            sharing: Sharing::LendIdle,
+            policy: PolicyKind::Equipartition,
+            members: Membership::default(),
+        }
+    }
+}
+
+/// Tucker's usage-decay parameters.
+///
+/// ```
+/// let u = partita_manager::config::UsageDecayConfig::default();
+/// assert_eq!((u.c, u.s, u.period_ms), (0.95, 20.0, 300));
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UsageDecayConfig {
+    /// Decay factor per period.
+    pub c: f64,
+    /// Penalty per CPU already handed out this round.
+    pub s: f64,
+    /// Decay period.
+    pub period_ms: u64,
+    /// Seed of the tie-breaking RNG.
+    pub seed: u64,
+}
+
+impl Default for UsageDecayConfig {
+    fn default() -> Self {
+        UsageDecayConfig {
+            c: 0.95,
+            s: 20.0,
+            period_ms: 300,
+            seed: 0x5eed,
+        }
+    }
+}
+
+/// NANOS DSS parameters.
+///
+/// ```
+/// assert_eq!(partita_manager::config::DssConfig::default().quantum_ms, 100);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DssConfig {
+    /// Quantum for serving groups in turn when applications outnumber CPUs.
+    pub quantum_ms: u64,
+}
+
+impl Default for DssConfig {
+    fn default() -> Self {
+        DssConfig { quantum_ms: 100 }
+    }
+}
+
+/// The manager's configuration.
+///
+/// ```
+/// use partita_manager::Config;
+/// let c = Config::from_toml_str("control = \"partition-only\"\n[[partition]]\nname = \"a\"\nshare = 2\n").unwrap();
+/// assert_eq!(c.control, partita_manager::Control::PartitionOnly);
+/// let e = Config::from_toml_str("realloc_period_ms = 0").unwrap_err();
+/// assert!(e.to_string().contains("realloc_period_ms"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Full process control or partition-only.
+    pub control: Control,
+    /// Most applications registered at once.
+    pub max_applications: usize,
+    /// A connection that sends nothing within this time is dropped.
+    pub hello_timeout_ms: u64,
+    /// Reallocation / rotation period (Tucker: 300 ms).
+    pub realloc_period_ms: u64,
+    /// Sampling period of runnable threads of uncontrolled processes.
+    pub sample_period_ms: u64,
+    /// Source of the default partition's demand.
+    pub uncontrolled: Uncontrolled,
+    /// Use cpuset cgroups for uncontrolled processes when possible.
+    pub cgroups: bool,
+    /// Restrict the managed CPUs further (CPU list); empty: every CPU the manager may use.
+    pub cpus: String,
+    /// Usage-decay parameters.
+    pub usage_decay: UsageDecayConfig,
+    /// DSS parameters.
+    pub dss: DssConfig,
+    /// Partitions besides `default`.
+    #[serde(rename = "partition")]
+    pub partitions: Vec<PartitionConfig>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            control: Control::Full,
+            max_applications: 4096,
+            hello_timeout_ms: 2000,
+            realloc_period_ms: 300,
+            sample_period_ms: 50,
+            uncontrolled: Uncontrolled::System,
+            cgroups: true,
+            cpus: String::new(),
+            usage_decay: UsageDecayConfig::default(),
+            dss: DssConfig::default(),
+            partitions: Vec::new(),
+        }
+    }
+}
+
+/// A configuration error; the message names the key and the value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// TOML syntax, an unknown key or a value of the wrong type (the parser names the key).
+    #[error("invalid configuration: {0}")]
+    Parse(String),
+    /// A value outside its domain.
+    #[error("invalid configuration: key `{key}` = {value}: {reason}")]
+    Invalid {
+        /// Dotted key.
+        key: String,
+        /// The value as written.
+        value: String,
+        /// Why it is refused.
+        reason: &'static str,
+    },
+    /// The file could not be read.
+    #[error("cannot read configuration {path}: {reason}")]
+    Io {
+        /// File.
+        path: String,
+        /// OS error text.
+        reason: String,
+    },
+}
+
+impl Config {
+    /// Parse and validate TOML.
+    ///
+    /// ```
+    /// let e = partita_manager::Config::from_toml_str("bogus = 1").unwrap_err();
+    /// assert!(e.to_string().contains("bogus"));
+    /// ```
+    pub fn from_toml_str(text: &str) -> Result<Config, ConfigError> {
+        let c: Config = toml::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))?;
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Read, parse and validate a file.
+    ///
+    /// ```
+    /// assert!(partita_manager::Config::from_file(std::path::Path::new("/nonexistent.toml")).is_err());
+    /// ```
+    pub fn from_file(path: &std::path::Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        Config::from_toml_str(&text)
+    }
+
+    /// Check every value's domain.
+    ///
+    /// ```
+    /// assert!(partita_manager::Config::default().validate().is_ok());
+    /// ```
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        fn bad(key: &str, value: impl fmt::Display, reason: &'static str) -> ConfigError {
+            ConfigError::Invalid {
+                key: key.to_string(),
+                value: value.to_string(),
+                reason,
+            }
+        }
+        if self.max_applications == 0 {
+            return Err(bad("max_applications", 0, "must be at least 1"));
+        }
+        if self.hello_timeout_ms == 0 {
+            return Err(bad("hello_timeout_ms", 0, "must be positive"));
+        }
+        if self.realloc_period_ms == 0 {
+            return Err(bad("realloc_period_ms", 0, "must be positive"));
+        }
+        if self.sample_period_ms == 0 {
+            return Err(bad("sample_period_ms", 0, "must be positive"));
+        }
+        let u = &self.usage_decay;
+        if !(u.c > 0.0 && u.c <= 1.0) {
+            return Err(bad("usage_decay.c", u.c, "must be in (0, 1]"));
+        }
+        if !(u.s.is_finite() && u.s >= 0.0) {
+            return Err(bad("usage_decay.s", u.s, "must be a finite number >= 0"));
+        }
+        if u.period_ms == 0 {
+            return Err(bad("usage_decay.period_ms", 0, "must be positive"));
+        }
+        if self.dss.quantum_ms == 0 {
+            return Err(bad("dss.quantum_ms", 0, "must be positive"));
+        }
+        if !self.cpus.is_empty() && self.cpus.parse::<partita_protocol::CpuSet>().is_err() {
+            return Err(bad("cpus", format!("{:?}", self.cpus), "not a CPU list"));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (i, p) in self.partitions.iter().enumerate() {
+            let key = |k: &str| format!("partition[{i}].{k}");
+            if p.name.is_empty() || p.name.len() > partita_protocol::wire::MAX_NAME {
+                return Err(bad(
+                    &key("name"),
+                    format!("{:?}", p.name),
+                    "must be 1 to 64 bytes",
+                ));
+            }
+            if !seen.insert(p.name.clone()) {
+                return Err(bad(
+                    &key("name"),
+                    format!("{:?}", p.name),
+                    "duplicate partition name",
+                ));
+            }
+            if p.share == 0 && p.cpus.is_none() {
+                return Err(bad(&key("share"), 0, "must be at least 1"));
+            }
+            if p.cpus == Some(0) {
+                return Err(bad(&key("cpus"), 0, "must be at least 1"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The partitions in allocation order: `default` first, then the configured ones.
+    ///
+    /// ```
+    /// let ps = partita_manager::Config::default().partition_list();
+    /// assert_eq!(ps.len(), 1);
+    /// assert_eq!(ps[0].name, "default");
+    /// ```
+    pub fn partition_list(&self) -> Vec<PartitionConfig> {
+        let mut out = vec![self
+            .partitions
+            .iter()
+            .find(|p| p.name == DEFAULT_PARTITION)
+            .cloned()
+            .unwrap_or_else(|| PartitionConfig::named(DEFAULT_PARTITION))];
+        out.extend(
+            self.partitions
+                .iter()
+                .filter(|p| p.name != DEFAULT_PARTITION)
+                .cloned(),
+        );
+        out
+    }
+}
+
+/// Name of the built-in partition for uncontrolled processes and unmatched applications.
+pub const DEFAULT_PARTITION: &str = "default";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_the_key_and_value() {
+        let cases = [
+            ("max_applications = 0", "max_applications"),
+            ("[usage_decay]\nc = 1.5", "usage_decay.c"),
+            ("[usage_decay]\nperiod_ms = 0", "usage_decay.period_ms"),
+            ("[dss]\nquantum_ms = 0", "dss.quantum_ms"),
+            ("control = \"sometimes\"", "sometimes"),
+            (
+                "[[partition]]\nname = \"a\"\nshare = 0",
+                "partition[0].share",
+            ),
+            (
+                "[[partition]]\nname = \"a\"\nsharing = \"rarely\"",
+                "rarely",
+            ),
+            (
+                "[[partition]]\nname = \"a\"\n[[partition]]\nname = \"a\"",
+                "partition[1].name",
+            ),
+            ("[[partition]]\nname = \"a\"\ncolour = 1", "colour"),
+            ("cpus = \"3-1\"", "cpus"),
+        ];
+        for (text, key) in cases {
+            let e = Config::from_toml_str(text).unwrap_err().to_string();
+            assert!(e.contains(key), "{text:?} -> {e}");
+        }
+    }
+
+    #[test]
+    fn empty_file_is_the_defaults() {
+        assert_eq!(Config::from_toml_str("").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn default_partition_can_be_overridden() {
+        let c = Config::from_toml_str(
+            "[[partition]]\nname = \"default\"\nshare = 3\npolicy = \"dss\"\n[[partition]]\nname = \"b\"\ncpus = 1\nsharing = \"never\"",
+        )
+        .unwrap();
+        let ps = c.partition_list();
+        assert_eq!(ps.len(), 2);
+        assert_eq!((ps[0].share, ps[0].policy), (3, PolicyKind::Dss));
+        assert_eq!(ps[1].cpus, Some(1));
+    }
+}

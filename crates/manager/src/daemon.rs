@@ -1,0 +1,410 @@
+//! The daemon: tokio plumbing around the [`Registry`]. One task accepts connections, one task
+//! per connection speaks the protocol, one samples uncontrolled processes, one ticks the
+//! periodic reallocation (rotation, decay, quanta).
+
+use crate::config::Config;
+use crate::registry::Registry;
+use crate::status::Status;
+use crate::{sys, Error};
+use partita_protocol::sys::{peer_cred, pidfd_open, send_with_fd};
+use partita_protocol::wire::{
+    frame_len, ClientMessage, DecodeError, ErrorCode, ManagerMessage, FLAG_PARTITION_ONLY,
+    MAX_CLIENT_FRAME, PROTOCOL_VERSION,
+};
+use partita_protocol::CpuSet;
+use std::os::fd::AsFd;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::Notify;
+
+/// State shared by the daemon's tasks and the in-process handle.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    registry: Mutex<Registry>,
+    shutdown: Notify,
+}
+
+impl Shared {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Registry> {
+        // A panic while holding the lock would be a bug in the manager itself; keep serving
+        // with the state as it is rather than cascading the panic.
+        self.registry.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn status(&self) -> Status {
+        self.lock().status()
+    }
+
+    pub(crate) fn request_shutdown(&self) {
+        self.shutdown.notify_one();
+    }
+}
+
+/// CPUs the manager may hand out: its own affinity (which reflects its cgroup cpuset),
+/// intersected with the configured list.
+pub(crate) fn managed_cpus(config: &Config) -> Result<CpuSet, Error> {
+    let own = sys::get_affinity(0).map_err(Error::Sys)?;
+    let mut set = own;
+    if !config.cpus.is_empty() {
+        let want: CpuSet =
+            config
+                .cpus
+                .parse()
+                .map_err(|e: partita_protocol::cpuset::CpuListError| {
+                    Error::Config(crate::ConfigError::Invalid {
+                        key: "cpus".into(),
+                        value: format!("{:?}", config.cpus),
+                        reason: if e.reason.is_empty() {
+                            "invalid"
+                        } else {
+                            e.reason
+                        },
+                    })
+                })?;
+        set = own.iter().filter(|c| want.contains(*c)).collect();
+    }
+    if set.is_empty() {
+        return Err(Error::Config(crate::ConfigError::Invalid {
+            key: "cpus".into(),
+            value: format!("{:?}", config.cpus),
+            reason: "no CPU of this list is available to the manager",
+        }));
+    }
+    Ok(set)
+}
+
+/// Bind the socket: refuse if a manager answers on it, remove a stale file, create the
+/// directory, set the mode (0600, or 0660 when `group_access`).
+pub(crate) fn bind(
+    socket: &Path,
+    group_access: bool,
+) -> Result<std::os::unix::net::UnixListener, Error> {
+    let io = |what: &str| {
+        let what = format!("{what} {}", socket.display());
+        move |source| Error::Io {
+            context: what,
+            source,
+        }
+    };
+    if socket.exists() {
+        if std::os::unix::net::UnixStream::connect(socket).is_ok() {
+            return Err(Error::AlreadyRunning(socket.to_path_buf()));
+        }
+        std::fs::remove_file(socket).map_err(io("remove stale socket"))?;
+    }
+    if let Some(dir) = socket.parent() {
+        if !dir.as_os_str().is_empty() && !dir.exists() {
+            std::fs::create_dir_all(dir).map_err(io("create directory for"))?;
+        }
+    }
+    let listener = std::os::unix::net::UnixListener::bind(socket).map_err(io("bind"))?;
+    let mode = if group_access { 0o660 } else { 0o600 };
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(mode)).map_err(io("chmod"))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(io("set_nonblocking"))?;
+    Ok(listener)
+}
+
+/// Build the shared state.
+pub(crate) fn shared(config: Config) -> Result<Arc<Shared>, Error> {
+    config.validate().map_err(Error::Config)?;
+    let managed = managed_cpus(&config)?;
+    Ok(Arc::new(Shared {
+        registry: Mutex::new(Registry::new(config, managed)),
+        shutdown: Notify::new(),
+    }))
+}
+
+/// Run until shutdown is requested; then restore affinities, remove cgroups and the socket.
+pub(crate) async fn run(
+    shared: Arc<Shared>,
+    listener: std::os::unix::net::UnixListener,
+    socket: PathBuf,
+) -> Result<(), Error> {
+    let listener = UnixListener::from_std(listener).map_err(|source| Error::Io {
+        context: "register listener with tokio".into(),
+        source,
+    })?;
+    let (hello_timeout, sample, tick) = {
+        let r = shared.lock();
+        let c = &r.config;
+        let tick = c
+            .realloc_period_ms
+            .min(c.usage_decay.period_ms)
+            .min(c.dss.quantum_ms)
+            .max(1);
+        (
+            Duration::from_millis(c.hello_timeout_ms),
+            Duration::from_millis(c.sample_period_ms),
+            Duration::from_millis(tick),
+        )
+    };
+    tracing::info!(socket = %socket.display(), cpus = %shared.lock().managed, "partita manager listening");
+    let mut tasks = tokio::task::JoinSet::new();
+    {
+        let shared = shared.clone();
+        tasks.spawn(async move { sampler(shared, sample).await });
+    }
+    {
+        let shared = shared.clone();
+        tasks.spawn(async move {
+            let mut iv = tokio::time::interval(tick);
+            iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                iv.tick().await;
+                shared.lock().reallocate();
+            }
+        });
+    }
+    loop {
+        tokio::select! {
+            _ = shared.shutdown.notified() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let shared = shared.clone();
+                    tasks.spawn(async move { connection(shared, stream, hello_timeout).await });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            },
+        }
+    }
+    tracing::info!("shutting down: restoring affinities and removing cgroups");
+    let _ = std::fs::remove_file(&socket);
+    tasks.abort_all();
+    while tasks.join_next().await.is_some() {}
+    let mut r = shared.lock();
+    r.apps.clear();
+    r.enforcer.restore_all();
+    Ok(())
+}
+
+/// Sample runnable threads of uncontrolled processes and reap exited ones.
+async fn sampler(shared: Arc<Shared>, period: Duration) {
+    let mut iv = tokio::time::interval(period);
+    iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        iv.tick().await;
+        let (tracked, app_pids, n, system_wide) = {
+            let r = shared.lock();
+            (
+                r.tracked_pids(),
+                r.apps.values().map(|a| a.pid).collect::<Vec<_>>(),
+                r.partitions.len(),
+                r.system_wide(),
+            )
+        };
+        let measured = tokio::task::spawn_blocking(move || {
+            let mut now = vec![0u32; n];
+            let mut tracked_total = 0;
+            for (k, pid) in tracked {
+                let mut pids = vec![pid];
+                pids.extend(sys::descendants(pid));
+                let x: u32 = pids.into_iter().map(sys::runnable_threads).sum();
+                now[k] += x;
+                tracked_total += x;
+            }
+            if system_wide {
+                let apps: u32 = app_pids.into_iter().map(sys::runnable_threads).sum();
+                let all = sys::procs_running().unwrap_or(0);
+                // Minus this sampling thread itself.
+                now[0] += all.saturating_sub(apps + tracked_total + 1);
+            }
+            now
+        })
+        .await;
+        let Ok(now) = measured else { continue };
+        let mut r = shared.lock();
+        let reaped = r.reap_tracked();
+        if r.update_runnable(&now, 0.25) || reaped {
+            r.reallocate();
+        }
+    }
+}
+
+async fn read_frame(stream: &mut UnixStream) -> Result<Option<ClientMessage>, (ErrorCode, String)> {
+    let mut prefix = [0u8; 4];
+    match stream.read_exact(&mut prefix).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err((ErrorCode::Malformed, format!("read: {e}"))),
+    }
+    let len = frame_len(prefix, MAX_CLIENT_FRAME).map_err(|e| (e.code(), e.to_string()))?;
+    let mut payload = vec![0u8; len];
+    stream.read_exact(&mut payload).await.map_err(|_| {
+        (
+            ErrorCode::Malformed,
+            DecodeError::Truncated {
+                field: "frame",
+                need: len,
+            }
+            .to_string(),
+        )
+    })?;
+    ClientMessage::decode(&payload)
+        .map(Some)
+        .map_err(|e| (e.code(), e.to_string()))
+}
+
+async fn send_error(stream: &mut UnixStream, code: ErrorCode, message: String) {
+    tracing::debug!(?code, %message, "protocol error, disconnecting");
+    let frame = ManagerMessage::Error { code, message }.encode();
+    let _ = tokio::time::timeout(Duration::from_millis(200), stream.write_all(&frame)).await;
+    let _ = stream.shutdown().await;
+}
+
+async fn connection(shared: Arc<Shared>, mut stream: UnixStream, hello_timeout: Duration) {
+    let first = match tokio::time::timeout(hello_timeout, read_frame(&mut stream)).await {
+        Err(_) => {
+            return send_error(
+                &mut stream,
+                ErrorCode::Timeout,
+                format!("no message within {} ms", hello_timeout.as_millis()),
+            )
+            .await
+        }
+        Ok(Ok(Some(m))) => m,
+        Ok(Ok(None)) => return,
+        Ok(Err((code, msg))) => return send_error(&mut stream, code, msg).await,
+    };
+    let cred = match peer_cred(stream.as_fd()) {
+        Ok(c) => c,
+        Err(e) => {
+            return send_error(
+                &mut stream,
+                ErrorCode::Internal,
+                format!("SO_PEERCRED: {e}"),
+            )
+            .await
+        }
+    };
+    match first {
+        ClientMessage::StatusRequest { .. } => {
+            let json = serde_json::to_string(&shared.status())
+                .unwrap_or_else(|e| format!("{{\"error\":\"cannot serialise status: {e}\"}}"));
+            let _ = stream
+                .write_all(&ManagerMessage::StatusReply { json }.encode())
+                .await;
+        }
+        ClientMessage::Confine { partition, .. } => {
+            let reply = {
+                let mut r = shared.lock();
+                match r.partition_index(&partition) {
+                    None => Err(format!("no partition named {partition:?}")),
+                    Some(k) => {
+                        let cpus = r.track(cred.pid, k);
+                        Ok(ManagerMessage::Confined {
+                            partition: r.partitions[k].name.clone(),
+                            cpus,
+                        })
+                    }
+                }
+            };
+            match reply {
+                Ok(m) => {
+                    let _ = stream.write_all(&m.encode()).await;
+                }
+                Err(msg) => send_error(&mut stream, ErrorCode::UnknownPartition, msg).await,
+            }
+        }
+        ClientMessage::Hello(hello) => {
+            let registered = shared.lock().register(
+                cred.pid,
+                cred.uid,
+                cred.gid,
+                &hello.name,
+                &hello.partition_hint,
+                hello.pool_size,
+                hello.flags & FLAG_PARTITION_ONLY != 0,
+            );
+            let id = match registered {
+                Ok(id) => id,
+                Err((code, msg)) => return send_error(&mut stream, code, msg).await,
+            };
+            tracing::info!(id, pid = cred.pid, name = %hello.name, pool = hello.pool_size, "application registered");
+            let welcomed = welcome(&shared, &mut stream, id).await;
+            if welcomed.is_ok() {
+                follow(&shared, &mut stream, cred.pid).await;
+            }
+            shared.lock().unregister(id);
+            tracing::info!(id, pid = cred.pid, "application gone");
+        }
+        ClientMessage::DemandChanged | ClientMessage::Goodbye => {
+            send_error(
+                &mut stream,
+                ErrorCode::OutOfOrder,
+                "the first message must be a hello, status request or confine request".into(),
+            )
+            .await
+        }
+    }
+}
+
+async fn welcome(shared: &Shared, stream: &mut UnixStream, id: u32) -> std::io::Result<()> {
+    let (frame, fd) = {
+        let r = shared.lock();
+        let app = r
+            .apps
+            .get(&id)
+            .ok_or_else(|| std::io::Error::other("application vanished"))?;
+        let frame = ManagerMessage::Welcome {
+            version: PROTOCOL_VERSION,
+            app_id: id,
+            partition: r.partitions[app.partition].name.clone(),
+        }
+        .encode();
+        (frame, app.page.fd().try_clone_to_owned()?)
+    };
+    let sent = loop {
+        stream.writable().await?;
+        match stream.try_io(Interest::WRITABLE, || {
+            send_with_fd(stream.as_fd(), &frame, fd.as_fd())
+        }) {
+            Ok(n) => break n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        }
+    };
+    stream.write_all(&frame[sent..]).await
+}
+
+/// Serve a registered application until it leaves: EOF, goodbye, pidfd readiness, or a
+/// protocol error.
+async fn follow(shared: &Shared, stream: &mut UnixStream, pid: i32) {
+    let pidfd = pidfd_open(pid).ok().and_then(|fd| {
+        // SAFETY: the AsyncFd takes ownership of the OwnedFd, which therefore stays open and
+        // refers to the same pidfd for the AsyncFd's whole lifetime; OwnedFd::as_raw_fd always
+        // returns the same descriptor.
+        unsafe { AsyncFd::register(fd) }.ok()
+    });
+    let died = async {
+        match &pidfd {
+            Some(fd) => {
+                let _ = fd.readable().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::pin!(died);
+    loop {
+        tokio::select! {
+            _ = &mut died => return,
+            msg = read_frame(stream) => match msg {
+                Ok(None) | Ok(Some(ClientMessage::Goodbye)) => return,
+                Ok(Some(ClientMessage::DemandChanged)) => shared.lock().reallocate(),
+                Ok(Some(_)) => {
+                    return send_error(stream, ErrorCode::OutOfOrder, "unexpected message after registration".into()).await
+                }
+                Err((code, msg)) => return send_error(stream, code, msg).await,
+            },
+        }
+    }
+}

@@ -1,0 +1,200 @@
+//! What `partita status` shows (and `--json` prints): a snapshot of the manager's registry and
+//! last allocation.
+
+use crate::config::{Control, PolicyKind, Sharing};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+/// The manager's state at one instant.
+///
+/// ```
+/// let s = partita_manager::Status::default();
+/// let json = serde_json::to_string(&s).unwrap();
+/// assert_eq!(serde_json::from_str::<partita_manager::Status>(&json).unwrap(), s);
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Status {
+    /// Wall-clock time of the snapshot, milliseconds since the Unix epoch.
+    pub timestamp_ms: u64,
+    /// `full` or `partition-only`.
+    pub control: Control,
+    /// CPUs the manager manages (its own affinity / cpuset, minus configuration).
+    pub cpus: Vec<usize>,
+    /// Number of CPUs managed.
+    pub cpus_managed: usize,
+    /// Reallocations done since start.
+    pub reallocations: u64,
+    /// CPU moves in the last reallocation.
+    pub last_moves: u32,
+    /// How uncontrolled processes are confined: `cgroup-v2`, `cgroup-v1` or `affinity`.
+    pub confinement: String,
+    /// Partitions, `default` first.
+    pub partitions: Vec<PartitionStatus>,
+    /// Registered applications.
+    pub applications: Vec<AppStatus>,
+}
+
+/// One partition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct PartitionStatus {
+    /// Name.
+    pub name: String,
+    /// Share (weight).
+    pub share: u32,
+    /// Fixed CPU count, if configured.
+    pub fixed_cpus: Option<u32>,
+    /// Sharing policy.
+    pub sharing: Sharing,
+    /// Level-2 policy.
+    pub policy: PolicyKind,
+    /// CPUs it is entitled to.
+    pub entitlement: u32,
+    /// Σ member demand (capped by pool sizes).
+    pub demand: u32,
+    /// CPUs it has.
+    pub allocation: u32,
+    /// Entitled CPUs others use.
+    pub lent: u32,
+    /// CPUs above its entitlement.
+    pub borrowed: u32,
+    /// Uncontrolled processes: runnable threads now.
+    pub uncontrolled_runnable: u32,
+    /// Uncontrolled processes: runnable-thread average.
+    pub uncontrolled_average: f64,
+    /// Uncontrolled processes: CPUs they are given.
+    pub uncontrolled_cpus: Vec<usize>,
+    /// Processes started in it with `partita run`.
+    pub uncontrolled_pids: Vec<i32>,
+}
+
+/// One registered application.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct AppStatus {
+    /// Manager-assigned id.
+    pub id: u32,
+    /// Process id (from SO_PEERCRED).
+    pub pid: i32,
+    /// User id (from SO_PEERCRED).
+    pub uid: u32,
+    /// Name from the hello.
+    pub name: String,
+    /// Partition.
+    pub partition: String,
+    /// Pool size.
+    pub pool_size: u32,
+    /// Reported demand.
+    pub demand: u32,
+    /// Target published.
+    pub target: u32,
+    /// Active workers reported.
+    pub active: u32,
+    /// CPU set published.
+    pub cpus: Vec<usize>,
+    /// Level-2 policy of its partition.
+    pub policy: PolicyKind,
+    /// Where its demand and counters come from (`self-report`: the control page; no hardware
+    /// counters are read by this version).
+    pub counter_source: String,
+    /// Tasks run (reported).
+    pub tasks_run: u64,
+    /// Milliseconds since its last heartbeat.
+    pub heartbeat_age_ms: u64,
+}
+
+impl Status {
+    /// The application with this pid, if registered.
+    ///
+    /// ```
+    /// assert!(partita_manager::Status::default().app_by_pid(1).is_none());
+    /// ```
+    pub fn app_by_pid(&self, pid: i32) -> Option<&AppStatus> {
+        self.applications.iter().find(|a| a.pid == pid)
+    }
+
+    /// The partition with this name.
+    ///
+    /// ```
+    /// assert!(partita_manager::Status::default().partition("default").is_none());
+    /// ```
+    pub fn partition(&self, name: &str) -> Option<&PartitionStatus> {
+        self.partitions.iter().find(|p| p.name == name)
+    }
+
+    /// Human-readable tables.
+    ///
+    /// ```
+    /// let t = partita_manager::Status::default().to_table();
+    /// assert!(t.contains("PARTITION"));
+    /// ```
+    pub fn to_table(&self) -> String {
+        let mut s = String::new();
+        let cpus: partita_protocol::CpuSet = self.cpus.iter().copied().collect();
+        let _ = writeln!(
+            s,
+            "CPUs managed: {} ({})   control: {:?}   confinement: {}   reallocations: {}   last moves: {}",
+            self.cpus_managed, cpus, self.control, self.confinement, self.reallocations, self.last_moves
+        );
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "{:<16} {:>5} {:>11} {:>6} {:>10} {:>4} {:>8} {:>7} {:<14} UNCONTROLLED",
+            "PARTITION",
+            "SHARE",
+            "ENTITLEMENT",
+            "DEMAND",
+            "ALLOCATION",
+            "LENT",
+            "BORROWED",
+            "SHARING",
+            "POLICY"
+        );
+        for p in &self.partitions {
+            let share = match p.fixed_cpus {
+                Some(n) => format!("{n}cpu"),
+                None => p.share.to_string(),
+            };
+            let uc: partita_protocol::CpuSet = p.uncontrolled_cpus.iter().copied().collect();
+            let _ = writeln!(
+                s,
+                "{:<16} {:>5} {:>11} {:>6} {:>10} {:>4} {:>8} {:>7} {:<14} runnable {} avg {:.1} cpus [{}] pids {:?}",
+                p.name,
+                share,
+                p.entitlement,
+                p.demand,
+                p.allocation,
+                p.lent,
+                p.borrowed,
+                format!("{:?}", p.sharing).to_lowercase(),
+                p.policy.to_string(),
+                p.uncontrolled_runnable,
+                p.uncontrolled_average,
+                uc,
+                p.uncontrolled_pids
+            );
+        }
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "{:>7} {:<16} {:<12} {:>4} {:>6} {:>6} {:>6} {:<12} {:<14} COUNTERS",
+            "PID", "NAME", "PARTITION", "POOL", "DEMAND", "TARGET", "ACTIVE", "CPUS", "POLICY"
+        );
+        for a in &self.applications {
+            let set: partita_protocol::CpuSet = a.cpus.iter().copied().collect();
+            let _ = writeln!(
+                s,
+                "{:>7} {:<16} {:<12} {:>4} {:>6} {:>6} {:>6} {:<12} {:<14} {}",
+                a.pid,
+                a.name,
+                a.partition,
+                a.pool_size,
+                a.demand,
+                a.target,
+                a.active,
+                set.to_string(),
+                a.policy.to_string(),
+                a.counter_source
+            );
+        }
+        s
+    }
+}
