@@ -3,5 +3,97 @@
 //! A work-stealing task pool with rayon-core 1.13's public API, plus *process control*: the
 //! pool follows a target number of active workers (set by hand or by a co-located manager),
 //! suspending workers only at safe points between tasks. Design: `shared/spec/runtime.md`.
+//!
+//! Code written against rayon-core ports by changing the crate name:
+//!
+//! ```
+//! use partita_runtime as rayon_core;
+//!
+//! fn quick_sort<T: PartialOrd + Send>(v: &mut [T]) {
+//!     if v.len() <= 1 { return; }
+//!     let mid = partition(v);
+//!     let (lo, hi) = v.split_at_mut(mid);
+//!     rayon_core::join(|| quick_sort(lo), || quick_sort(&mut hi[1..]));
+//! }
+//! fn partition<T: PartialOrd>(v: &mut [T]) -> usize {
+//!     let pivot = v.len() - 1;
+//!     let mut i = 0;
+//!     for j in 0..pivot { if v[j] <= v[pivot] { v.swap(i, j); i += 1; } }
+//!     v.swap(i, pivot);
+//!     i
+//! }
+//! let mut v: Vec<u32> = (0..1000).rev().collect();
+//! quick_sort(&mut v);
+//! assert!(v.windows(2).all(|w| w[0] <= w[1]));
+//! ```
+//!
+//! ## Process control
+//!
+//! ```
+//! use partita_runtime::{ProcessControl, ThreadPoolBuilder};
+//! let pool = ThreadPoolBuilder::new().num_threads(2)
+//!     .process_control(ProcessControl::Manual).build().unwrap();
+//! pool.set_target_workers(1);          // worker 1 suspends at its next safe point
+//! while pool.active_workers() > 1 { std::thread::yield_now(); }
+//! let s: u64 = pool.install(|| (0..100u64).sum());  // still runs, on worker 0
+//! assert_eq!(s, 4950);
+//! pool.set_target_workers(2);          // worker 1 is unparked at once
+//! ```
+//!
+//! Module map: `job` / `latch` (units of work and their completion signals), `sleep` (idle
+//! workers: bounded search, sleep, no lost wake-ups — the protocol is explained there),
+//! `control` (process-control policies as pure functions), `registry` (workers, their main
+//! loop, safe points), `ready` (the shared ready queues), `client` (the manager seam).
 
+mod affinity;
+mod broadcast;
+mod builder;
 mod client;
+mod control;
+mod job;
+mod join;
+mod latch;
+mod ready;
+mod registry;
+mod scope;
+mod sleep;
+mod spawn;
+mod stats;
+mod sync;
+mod thread_pool;
+mod unwind;
+
+#[cfg(test)]
+mod test;
+
+pub use broadcast::{broadcast, spawn_broadcast, BroadcastContext};
+pub use builder::{ThreadPoolBuildError, ThreadPoolBuilder};
+pub use control::{Need, ProcessControl};
+pub use join::{join, join_context, FnContext};
+pub use scope::{in_place_scope, in_place_scope_fifo, scope, scope_fifo, Scope, ScopeFifo};
+pub use spawn::{spawn, spawn_fifo};
+pub use stats::PoolStats;
+pub use thread_pool::{
+    active_workers, current_thread_has_pending_tasks, current_thread_index, set_demand,
+    set_target_workers, stats, target_workers, yield_local, yield_now, ThreadPool, Yield,
+};
+
+/// The largest pool size this crate supports (pools asking for more are capped).
+///
+/// ```
+/// assert!(partita_runtime::max_num_threads() >= 256);
+/// ```
+pub fn max_num_threads() -> usize {
+    sleep::THREADS_MAX
+}
+
+/// The number of workers of the current pool (the global one from outside any pool). This is
+/// the pool size: it does not change when process control suspends workers.
+///
+/// ```
+/// let pool = partita_runtime::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+/// assert_eq!(pool.install(partita_runtime::current_num_threads), 3);
+/// ```
+pub fn current_num_threads() -> usize {
+    registry::Registry::current_num_threads()
+}

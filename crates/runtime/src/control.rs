@@ -1,0 +1,149 @@
+//! Process control: the pure policies (how a requested target, a declared need and an
+//! observation become numbers) and the public types that select them. The plumbing that
+//! applies them — workers suspending at safe points, unparking, re-pinning — lives in
+//! `registry.rs`.
+//!
+//! The model is Tucker's (1993, §6.2): the pool holds a `target` number of active workers;
+//! growing is *pushed* (whoever raises the target unparks suspended workers at once, lowest
+//! index first), shrinking is *polled* (a worker whose index is at or above the target
+//! suspends itself at its next safe point, i.e. between two tasks of its main loop). Changes
+//! that cancel out before anyone reaches a safe point do nothing — Tucker's damping.
+
+/// Who decides how many workers of a pool are active.
+///
+/// ```
+/// use partita_runtime::{ProcessControl, ThreadPoolBuilder};
+/// let pool = ThreadPoolBuilder::new()
+///     .num_threads(2)
+///     .process_control(ProcessControl::Manual)
+///     .build()
+///     .unwrap();
+/// pool.set_target_workers(1);
+/// assert_eq!(pool.target_workers(), 1);
+/// ```
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ProcessControl {
+    /// Never changes size: `set_target_workers` is ignored, no manager is contacted.
+    Standalone,
+    /// Follow a co-located manager if one is reachable (`PARTITA=off` disables it);
+    /// `set_target_workers` also works. The default.
+    #[default]
+    Manager,
+    /// Only `set_target_workers` changes the number of active workers; no manager.
+    Manual,
+}
+
+/// The application's own limit on the workers it can use (Tucker's `PR_PSETNEED`): the
+/// demand reported to a manager never exceeds it.
+///
+/// ```
+/// use partita_runtime::{Need, ThreadPoolBuilder};
+/// let pool = ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+/// pool.set_demand(Need::Relative(-1)); // "one fewer than the pool size"
+/// pool.set_demand(Need::Unlimited);
+/// ```
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Need {
+    /// At most this many workers.
+    Absolute(usize),
+    /// At most pool size + n (n may be negative).
+    Relative(isize),
+    /// No limit beyond the pool size. The default.
+    #[default]
+    Unlimited,
+}
+
+/// The target actually applied for a request: at most the pool size, and at least one worker
+/// unless a manager grants a zero quantum (`allow_zero`).
+pub(crate) fn clamp_target(requested: usize, size: usize, allow_zero: bool) -> usize {
+    let low = if allow_zero { 0 } else { 1 };
+    requested.clamp(low.min(size), size)
+}
+
+/// The worker limit a [`Need`] stands for in a pool of `size`.
+pub(crate) fn need_limit(need: Need, size: usize) -> usize {
+    match need {
+        Need::Absolute(n) => n.min(size),
+        Need::Relative(d) => {
+            let v = size as isize + d;
+            (v.max(0) as usize).min(size)
+        }
+        Need::Unlimited => size,
+    }
+}
+
+/// One step of the demand estimate reported to a manager.
+///
+/// `observed` is the runnable work seen now (busy workers plus queued tasks). The raw demand
+/// is `min(size, max(1, observed))`; it is smoothed with weight ½ on the previous value and
+/// capped by `limit` (the application's [`Need`]). A pool with nothing runnable reports 0 and
+/// restarts smoothing from 0, so an idle application releases its CPUs at once and asks again
+/// as soon as work appears. Returns (report, new smoothed value).
+pub(crate) fn next_demand(observed: usize, prev: f64, limit: usize, size: usize) -> (u32, f64) {
+    if observed == 0 || size == 0 {
+        return (0, 0.0);
+    }
+    let raw = observed.clamp(1, size) as f64;
+    let smoothed = if prev <= 0.0 {
+        raw
+    } else {
+        0.5 * prev + 0.5 * raw
+    };
+    let report = (smoothed.ceil() as usize).clamp(1, size).min(limit);
+    (report as u32, smoothed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn clamp_examples() {
+        assert_eq!(clamp_target(0, 4, false), 1);
+        assert_eq!(clamp_target(0, 4, true), 0);
+        assert_eq!(clamp_target(9, 4, false), 4);
+        assert_eq!(clamp_target(3, 4, false), 3);
+    }
+
+    #[test]
+    fn need_examples() {
+        assert_eq!(need_limit(Need::Absolute(2), 4), 2);
+        assert_eq!(need_limit(Need::Absolute(9), 4), 4);
+        assert_eq!(need_limit(Need::Relative(-1), 4), 3);
+        assert_eq!(need_limit(Need::Relative(-9), 4), 0);
+        assert_eq!(need_limit(Need::Relative(3), 4), 4);
+        assert_eq!(need_limit(Need::Unlimited, 4), 4);
+    }
+
+    #[test]
+    fn demand_idle_is_zero_and_resets() {
+        assert_eq!(next_demand(0, 3.0, 4, 4), (0, 0.0));
+        let (d, s) = next_demand(3, 0.0, 4, 4);
+        assert_eq!((d, s), (3, 3.0));
+        let (d, _) = next_demand(1, s, 4, 4);
+        assert_eq!(d, 2); // (3 + 1) / 2
+    }
+
+    proptest! {
+        #[test]
+        fn clamp_stays_in_range(req in 0usize..1000, size in 1usize..256, zero: bool) {
+            let t = clamp_target(req, size, zero);
+            prop_assert!(t <= size);
+            let low = if zero { 0 } else { 1 };
+            prop_assert!(t >= low);
+            if req >= 1 && req <= size { prop_assert_eq!(t, req); }
+        }
+
+        #[test]
+        fn demand_bounds(obs in 0usize..1000, prev in 0.0f64..300.0, size in 1usize..256,
+                         need in 0usize..300) {
+            let limit = need_limit(Need::Absolute(need), size);
+            let (d, s) = next_demand(obs, prev.min(size as f64), limit, size);
+            prop_assert!(d as usize <= size);
+            prop_assert!(d as usize <= limit);
+            if obs == 0 { prop_assert_eq!(d, 0); prop_assert_eq!(s, 0.0); }
+            if obs > 0 && limit > 0 { prop_assert!(d >= 1); }
+        }
+    }
+}

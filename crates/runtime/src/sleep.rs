@@ -1,0 +1,359 @@
+//! Idle workers: a bounded number search, the rest sleep; suspended workers park.
+//!
+//! # The protocol
+//!
+//! One word, [`Sleep::counters`], holds two counts: `sleepers` (workers blocked on their
+//! condition variable, bits 0..16) and `searchers` (idle workers spinning over the queues,
+//! bits 16..32). Each worker also has a small state behind its own mutex: `Awake`,
+//! `Sleeping { safe_point }` or `Suspended`.
+//!
+//! *Searching is bounded.* An idle worker becomes a searcher only while
+//! `searchers < max_searchers` (half the pool, at least one); otherwise it goes straight to
+//! sleep. A searcher spins for [`SPIN_ROUNDS`] rounds (yielding the CPU each round), then
+//! sleeps. So an idle pool costs one futex wait per worker and nothing afterwards.
+//!
+//! *Posting a job* (pushing to a deque, injecting into the ready queues, setting a latch):
+//! publish the job, then (for jobs visible to other threads only through shared queues) a
+//! `SeqCst` fence, then read `counters`: if some worker sleeps and **nobody searches**, wake
+//! one sleeper. A woken worker is turned into a searcher *by the waker* (one atomic add
+//! `SEARCHER - SLEEPER`), so a burst of posts wakes one worker, not all of them. When the last
+//! searcher finds work and more work is visible, it wakes the next sleeper (a cascade, as in
+//! Go's and tokio's schedulers), so parallelism ramps up one worker at a time.
+//!
+//! *Going to sleep* is the mirror image: under its own mutex a worker marks itself
+//! `Sleeping`, converts itself from searcher to sleeper in the same atomic add (so there is no
+//! instant where it is counted as neither), issues a `SeqCst` fence, and only then re-checks
+//! every queue it could take work from. If it finds something it undoes the registration and
+//! searches again; otherwise it waits on its condition variable until a waker flips its
+//! state back to `Awake`.
+//!
+//! *Why no wake-up is lost.* Both sides are "write, SeqCst fence, read". Take a post P and a
+//! worker W going to sleep. Either P's fence precedes W's fence — then W's re-check sees P's
+//! job — or W's fence precedes P's — then P's read of `counters` sees W counted as a sleeper.
+//! P then wakes a sleeper unless some worker is counted as a searcher; a searcher has not yet
+//! done its own registration, so the same argument applies to it in turn: the last worker
+//! to stop searching sees the job. (Jobs pushed on a worker's own deque skip the fence: the
+//! pusher is awake and will run its own job itself if nobody steals it; the wake is only to
+//! gain parallelism.) The waker takes the sleeper's mutex, so a wake between the sleeper's
+//! registration and its `wait` is not lost either: the state flag, not the notification,
+//! carries the wake. This protocol is checked with loom in `tests::loom_*` (run by
+//! `scripts/test.d/30-runtime.sh`).
+//!
+//! *Suspension* (process control) uses the same mutex and condition variable but not the
+//! counters: a suspended worker is not idle, it is not there. It waits until a predicate given
+//! by the registry (target raised, broadcast job for it, termination) holds; whoever makes the
+//! predicate true does so before taking the worker's mutex and notifying, so the predicate,
+//! re-checked under the mutex, cannot miss it.
+
+use crossbeam_utils::CachePadded;
+
+use crate::sync::{fence, lock, wait, AtomicBool, AtomicU64, Condvar, Mutex};
+use std::sync::atomic::Ordering;
+
+/// One sleeping worker in `counters`.
+const SLEEPER: u64 = 1;
+/// One searching worker in `counters`.
+const SEARCHER: u64 = 1 << 16;
+const COUNT_MASK: u64 = 0xFFFF;
+
+/// Rounds an idle searcher spins (yielding the CPU each round) before it sleeps.
+pub(crate) const SPIN_ROUNDS: u32 = 32;
+
+/// Largest pool the counters can describe.
+pub(crate) const THREADS_MAX: usize = COUNT_MASK as usize;
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum State {
+    Awake,
+    /// Blocked until woken; `safe_point` when it sleeps in its main loop (not inside a job),
+    /// i.e. where process control may suspend it.
+    Sleeping {
+        safe_point: bool,
+    },
+    Suspended,
+}
+
+struct WorkerSleep {
+    state: Mutex<State>,
+    cond: Condvar,
+    /// `state` is `Sleeping` (a hint for wakers scanning for a sleeper; the state is the truth).
+    sleeping: AtomicBool,
+}
+
+/// How a [`Sleep::sleep`] call ended.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Slept {
+    /// The re-check found work or a reason to stay up; the worker is no longer counted as a
+    /// searcher or sleeper.
+    Declined,
+    /// Slept and was woken; the waker counted the worker as a searcher.
+    Woken,
+}
+
+/// Sleep and wake-up bookkeeping for one pool.
+pub(crate) struct Sleep {
+    counters: CachePadded<AtomicU64>,
+    max_searchers: u64,
+    workers: Box<[CachePadded<WorkerSleep>]>,
+}
+
+fn sleepers(c: u64) -> u64 {
+    c & COUNT_MASK
+}
+
+fn searchers(c: u64) -> u64 {
+    (c >> 16) & COUNT_MASK
+}
+
+impl Sleep {
+    pub(crate) fn new(n_threads: usize) -> Sleep {
+        Sleep {
+            counters: CachePadded::new(AtomicU64::new(0)),
+            max_searchers: (n_threads as u64 / 2).max(1),
+            workers: (0..n_threads)
+                .map(|_| {
+                    CachePadded::new(WorkerSleep {
+                        state: Mutex::new(State::Awake),
+                        cond: Condvar::new(),
+                        sleeping: AtomicBool::new(false),
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    /// Try to become a searcher; fails when `max_searchers` already search.
+    pub(crate) fn start_searching(&self) -> bool {
+        let mut c = self.counters.load(Ordering::Relaxed);
+        loop {
+            if searchers(c) >= self.max_searchers {
+                return false;
+            }
+            match self.counters.compare_exchange_weak(
+                c,
+                c + SEARCHER,
+                Ordering::SeqCst,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(actual) => c = actual,
+            }
+        }
+    }
+
+    /// Stop searching (found work or the awaited latch is set). Returns true if this was the
+    /// last searcher while some worker sleeps: the caller should wake one if work remains.
+    pub(crate) fn stop_searching(&self) -> bool {
+        let old = self.counters.fetch_sub(SEARCHER, Ordering::SeqCst);
+        debug_assert!(searchers(old) > 0);
+        searchers(old) == 1 && sleepers(old) > 0
+    }
+
+    /// Block worker `index` until woken, unless `recheck` (run after registering as a
+    /// sleeper) finds a reason to stay up. `was_searcher`: the caller is counted as a
+    /// searcher; the registration converts it.
+    pub(crate) fn sleep(
+        &self,
+        index: usize,
+        was_searcher: bool,
+        safe_point: bool,
+        recheck: impl FnOnce() -> bool,
+    ) -> Slept {
+        let w = &self.workers[index];
+        let mut st = lock(&w.state);
+        debug_assert_eq!(*st, State::Awake);
+        *st = State::Sleeping { safe_point };
+        w.sleeping.store(true, Ordering::Relaxed);
+        let delta = if was_searcher {
+            SLEEPER.wrapping_sub(SEARCHER)
+        } else {
+            SLEEPER
+        };
+        self.counters.fetch_add(delta, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if recheck() {
+            *st = State::Awake;
+            w.sleeping.store(false, Ordering::Relaxed);
+            self.counters.fetch_sub(SLEEPER, Ordering::SeqCst);
+            return Slept::Declined;
+        }
+        while matches!(*st, State::Sleeping { .. }) {
+            st = wait(&w.cond, st);
+        }
+        Slept::Woken
+    }
+
+    /// A job was published. `shared`: it is visible only through shared queues (not the
+    /// poster's own deque), so the poster's fence is required for the no-lost-wake argument.
+    #[inline]
+    pub(crate) fn new_jobs(&self, shared: bool) {
+        if shared {
+            fence(Ordering::SeqCst);
+        }
+        let c = self.counters.load(Ordering::SeqCst);
+        if sleepers(c) > 0 && searchers(c) == 0 {
+            self.wake_any();
+        }
+    }
+
+    /// Wake one sleeping worker (lowest index first, where process control keeps the active
+    /// workers). Returns whether one was woken.
+    pub(crate) fn wake_any(&self) -> bool {
+        for w in self.workers.iter() {
+            if w.sleeping.load(Ordering::Relaxed) {
+                let mut st = lock(&w.state);
+                if let State::Sleeping { .. } = *st {
+                    self.wake_locked(w, &mut st);
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    fn wake_locked(&self, w: &WorkerSleep, st: &mut State) {
+        *st = State::Awake;
+        w.sleeping.store(false, Ordering::Relaxed);
+        self.counters
+            .fetch_add(SEARCHER.wrapping_sub(SLEEPER), Ordering::SeqCst);
+        w.cond.notify_one();
+    }
+
+    /// Something worker `index` waits for happened (its latch, a broadcast job for it,
+    /// termination): wake it if it sleeps, and let it re-check if it is suspended.
+    pub(crate) fn notify_worker(&self, index: usize) {
+        let w = &self.workers[index];
+        let mut st = lock(&w.state);
+        match *st {
+            State::Sleeping { .. } => self.wake_locked(w, &mut st),
+            State::Suspended => w.cond.notify_one(),
+            State::Awake => {}
+        }
+    }
+
+    /// The target dropped below `index`: wake the worker if it sleeps at a safe point so that
+    /// it suspends now (sleeping inside a job it will suspend at its next safe point).
+    pub(crate) fn notify_target_lowered(&self, index: usize) {
+        let w = &self.workers[index];
+        let mut st = lock(&w.state);
+        if let State::Sleeping { safe_point: true } = *st {
+            self.wake_locked(w, &mut st);
+        }
+    }
+
+    /// Park worker `index` as suspended until `resume()` (evaluated under the worker's mutex)
+    /// is true. Callers that make `resume()` true do so before calling [`Sleep::notify_worker`].
+    pub(crate) fn suspend(&self, index: usize, mut resume: impl FnMut() -> bool) {
+        let w = &self.workers[index];
+        let mut st = lock(&w.state);
+        *st = State::Suspended;
+        while !resume() {
+            st = wait(&w.cond, st);
+        }
+        *st = State::Awake;
+    }
+
+    /// (sleepers, searchers) right now: a snapshot for demand estimates and tests.
+    pub(crate) fn snapshot(&self) -> (usize, usize) {
+        let c = self.counters.load(Ordering::Relaxed);
+        (sleepers(c) as usize, searchers(c) as usize)
+    }
+}
+
+#[cfg(all(test, loom))]
+mod tests {
+    //! Model checks of the protocol with loom: a job is a flag, a worker is a thread that
+    //! searches (checks the flag), then sleeps with the flag as its re-check.
+    use super::*;
+    use loom::sync::atomic::{AtomicBool as LBool, AtomicUsize as LUsize};
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// One idle episode of worker `index`: search (bounded), sleep, until the job is taken by
+    /// anyone; the taker releases `other` (as termination does in the pool).
+    fn worker(sleep: &Sleep, index: usize, other: Option<usize>, job: &LBool, taken: &LUsize) {
+        let mut searching = sleep.start_searching();
+        loop {
+            if job.swap(false, Ordering::SeqCst) {
+                taken.fetch_add(1, Ordering::SeqCst);
+                if searching {
+                    let _ = sleep.stop_searching();
+                }
+                if let Some(o) = other {
+                    sleep.notify_worker(o);
+                }
+                return;
+            }
+            if taken.load(Ordering::SeqCst) > 0 {
+                if searching {
+                    let _ = sleep.stop_searching();
+                }
+                return;
+            }
+            let recheck = || job.load(Ordering::SeqCst) || taken.load(Ordering::SeqCst) > 0;
+            match sleep.sleep(index, searching, true, recheck) {
+                Slept::Declined => searching = sleep.start_searching(),
+                Slept::Woken => searching = true,
+            }
+        }
+    }
+
+    /// A job posted while the only worker goes to sleep is always taken (else loom reports a
+    /// deadlock: the worker would wait forever).
+    #[test]
+    fn loom_no_lost_wakeup_one_worker() {
+        loom::model(|| {
+            let sleep = Arc::new(Sleep::new(1));
+            let job = Arc::new(LBool::new(false));
+            let taken = Arc::new(LUsize::new(0));
+            let w = {
+                let (sleep, job, taken) = (sleep.clone(), job.clone(), taken.clone());
+                thread::spawn(move || worker(&sleep, 0, None, &job, &taken))
+            };
+            job.store(true, Ordering::Relaxed);
+            sleep.new_jobs(true);
+            w.join().unwrap();
+            assert_eq!(taken.load(Ordering::SeqCst), 1);
+            assert_eq!(sleep.snapshot(), (0, 0));
+        });
+    }
+
+    /// Two workers, one job: whichever worker the poster wakes (or neither, if one is still
+    /// searching), the job is taken exactly once and nobody is left asleep.
+    #[test]
+    fn loom_no_lost_wakeup_two_workers() {
+        loom::model(|| {
+            let sleep = Arc::new(Sleep::new(2));
+            let job = Arc::new(LBool::new(false));
+            let taken = Arc::new(LUsize::new(0));
+            let spawn = |i: usize, o: usize| {
+                let (sleep, job, taken) = (sleep.clone(), job.clone(), taken.clone());
+                thread::spawn(move || worker(&sleep, i, Some(o), &job, &taken))
+            };
+            let w0 = spawn(0, 1);
+            let w1 = spawn(1, 0);
+            job.store(true, Ordering::Relaxed);
+            sleep.new_jobs(true);
+            w0.join().unwrap();
+            w1.join().unwrap();
+            assert_eq!(taken.load(Ordering::SeqCst), 1);
+            assert_eq!(sleep.snapshot(), (0, 0));
+        });
+    }
+
+    /// A suspended worker resumes when its predicate became true before the notify.
+    #[test]
+    fn loom_suspend_resume() {
+        loom::model(|| {
+            let sleep = Arc::new(Sleep::new(1));
+            let target = Arc::new(LBool::new(false));
+            let w = {
+                let (sleep, target) = (sleep.clone(), target.clone());
+                thread::spawn(move || sleep.suspend(0, || target.load(Ordering::SeqCst)))
+            };
+            target.store(true, Ordering::SeqCst);
+            sleep.notify_worker(0);
+            w.join().unwrap();
+        });
+    }
+}
