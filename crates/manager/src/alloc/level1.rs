@@ -60,13 +60,21 @@ pub fn partition_counts(
             rems.push((k, exact % w));
         }
         let leftover = (r - given) as usize;
-        let credit =
-            |k: usize, h: &History| h.partition_credit.get(&specs[k].name).copied().unwrap_or(0);
+        // Advancing: the largest accumulated remainder wins, and is charged at once. Inside a
+        // period: keep the period's choice as far as it is still valid (stability).
+        let credit = |k: usize| {
+            history
+                .partition_credit
+                .get(&specs[k].name)
+                .copied()
+                .unwrap_or(0)
+        };
+        let had = |k: usize| history.partition_extra.contains(&specs[k].name);
         let mut order: Vec<(usize, i64)> = rems.clone();
         order.sort_by(|a, b| {
-            (credit(b.0, history) + b.1)
-                .cmp(&(credit(a.0, history) + a.1))
-                .then(a.0.cmp(&b.0))
+            let ka = (!advance && had(a.0), credit(a.0) + a.1);
+            let kb = (!advance && had(b.0), credit(b.0) + b.1);
+            kb.cmp(&ka).then(a.0.cmp(&b.0))
         });
         let chosen: Vec<usize> = order.iter().take(leftover).map(|x| x.0).collect();
         for &k in &chosen {
@@ -83,6 +91,7 @@ pub fn partition_counts(
                     *c -= w;
                 }
             }
+            history.partition_extra = chosen.iter().map(|&k| specs[k].name.clone()).collect();
         }
     }
 

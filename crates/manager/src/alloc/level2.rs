@@ -90,7 +90,10 @@ pub fn equipartition(
 /// last allocation), `inv_prio *= c` every decay period (`decay_steps` periods have passed),
 /// then CPUs are handed out one at a time to the member minimising `inv_prio + k·S` (k: CPUs
 /// it already got this round), up to its cap; ties are broken by an RNG seeded with
-/// `cfg.seed` and `round`.
+/// `cfg.seed` and `round`. The priorities used for the choice are refreshed only when
+/// `refresh` (a decay period passed, or the first allocation), so that reallocations
+/// triggered by events inside a period do not flap between equal applications; new members
+/// start at `inv_prio = 0`.
 ///
 /// ```
 /// use partita_manager::alloc::{level2::usage_decay, MemberId::App, MemberHistory};
@@ -98,9 +101,10 @@ pub fn equipartition(
 /// let mut h = BTreeMap::new();
 /// h.insert(App(1), MemberHistory { inv_prio: 100.0, ..Default::default() });
 /// h.insert(App(2), MemberHistory::default());
-/// let got = usage_decay(1, &[(App(1), 2), (App(2), 2)], &mut h, &Default::default(), 0.0, 0, 1);
+/// let got = usage_decay(1, &[(App(1), 2), (App(2), 2)], &mut h, &Default::default(), 0.0, 0, true, 1);
 /// assert_eq!(got, vec![(App(1), 0), (App(2), 1)]);
 /// ```
+#[allow(clippy::too_many_arguments)] // The policy's inputs, each documented above.
 pub fn usage_decay(
     a: u32,
     members: &[(MemberId, u32)],
@@ -108,15 +112,20 @@ pub fn usage_decay(
     cfg: &UsageDecayConfig,
     elapsed_s: f64,
     decay_steps: u64,
+    refresh: bool,
     round: u64,
 ) -> Vec<(MemberId, u32)> {
     let decay = cfg.c.powi(decay_steps.min(i32::MAX as u64) as i32);
     let mut inv = Vec::with_capacity(members.len());
     for (m, _) in members {
+        let fresh = !hist.contains_key(m);
         let h = hist.entry(*m).or_default();
         h.inv_prio += h.last_count as f64 * elapsed_s;
         h.inv_prio *= decay;
-        inv.push(h.inv_prio);
+        if refresh || fresh {
+            h.inv_key = h.inv_prio;
+        }
+        inv.push(h.inv_key);
     }
     let mut out: Vec<(MemberId, u32)> = members.iter().map(|&(m, _)| (m, 0)).collect();
     // Min-heap on (inv + k·S, random tie-break, index).
@@ -225,11 +234,14 @@ pub fn dss(
         rem.push((i, exact % w));
     }
     let need = (pp - given) as usize;
+    // Advancing a quantum: the largest accumulated remainder wins and is charged at once.
+    // Inside a quantum: keep the quantum's choice as far as it is still valid.
     let carry = |i: usize| hist.get(&members[i].0).map_or(0, |h| h.dss_carry);
+    let had = |i: usize| !advance && hist.get(&members[i].0).is_some_and(|h| h.dss_extra);
     let mut order = rem.clone();
     order.sort_by(|x, y| {
-        (carry(y.0) + y.1)
-            .cmp(&(carry(x.0) + x.1))
+        (had(y.0), carry(y.0) + y.1)
+            .cmp(&(had(x.0), carry(x.0) + x.1))
             .then(members[x.0].0.cmp(&members[y.0].0))
     });
     let chosen: Vec<usize> = order.iter().take(need).map(|x| x.0).collect();
@@ -239,7 +251,9 @@ pub fn dss(
     if advance {
         for (i, r) in rem {
             let h = hist.entry(members[i].0).or_default();
-            h.dss_carry += r - if chosen.contains(&i) { w } else { 0 };
+            let extra = chosen.contains(&i);
+            h.dss_carry += r - if extra { w } else { 0 };
+            h.dss_extra = extra;
         }
     }
     // At least one each (n ≤ P here): take from the most over-served member that has ≥ 2.

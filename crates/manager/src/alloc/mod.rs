@@ -195,8 +195,13 @@ pub struct MemberHistory {
     pub cum: u64,
     /// Tucker's inverse priority.
     pub inv_prio: f64,
+    /// Inverse priority the current period's choices are made with (taken at each decay
+    /// period, so that reallocations inside a period do not flap).
+    pub inv_key: f64,
     /// DSS remainder carry, in units of 1/W (W = `dss_w` of the partition).
     pub dss_carry: i64,
+    /// DSS: got one of the remainder CPUs this quantum.
+    pub dss_extra: bool,
     /// Count of the last allocation.
     pub last_count: u32,
     /// CPU set of the last allocation.
@@ -214,6 +219,8 @@ pub struct History {
     pub partition_credit: BTreeMap<String, i64>,
     /// Σshares the credits are expressed in.
     pub partition_credit_w: i64,
+    /// Partitions that got one of the leftover CPUs this period.
+    pub partition_extra: Vec<String>,
     /// DSS: W the carries of each partition are expressed in.
     pub dss_w: BTreeMap<usize, i64>,
     /// DSS: first member of the group served when applications outnumber CPUs.
@@ -250,11 +257,11 @@ pub fn allocate(input: &AllocInput, history: &mut History) -> AllocOutput {
         history.last_dss_ms = now;
     }
     let period = input.period_ms.max(1);
-    let advance_rotation = !first && now >= history.last_rotation_ms + period;
+    let advance_rotation = first || now >= history.last_rotation_ms + period;
     if advance_rotation {
         history.last_rotation_ms = now;
     }
-    let advance_dss = !first && now >= history.last_dss_ms + input.dss.quantum_ms.max(1);
+    let advance_dss = first || now >= history.last_dss_ms + input.dss.quantum_ms.max(1);
     if advance_dss {
         history.last_dss_ms = now;
     }
@@ -333,7 +340,8 @@ pub fn allocate(input: &AllocInput, history: &mut History) -> AllocOutput {
                 &input.usage_decay,
                 elapsed_s,
                 decay_steps,
-                history.rounds,
+                first || decay_steps > 0,
+                history.last_decay_ms,
             ),
             PolicyKind::Dss => {
                 let w = history.dss_w.entry(k).or_insert(0);
