@@ -13,6 +13,10 @@ use crate::range::{check_node, online_nodes};
 /// every write updates all copies, so all copies always equal the last write; reclaiming
 /// never removes the last copy.
 ///
+/// Each copy is a [`NodeBox`] on its node, so what is placed is `T` itself: use inline data
+/// (arrays, plain structs). For a `T` that owns heap memory (`Vec`, `String`) only the handle
+/// is replicated; the heap buffer of each clone lands wherever the cloning thread allocates.
+///
 /// ```
 /// use partita_numa::Replicated;
 /// let mut r = Replicated::new(vec![1, 2, 3]).unwrap();

@@ -20,17 +20,19 @@ for tool in qemu-system-x86_64 cpio gzip; do
 done
 busybox=/bin/busybox
 [[ -x $busybox ]] || busybox=$(command -v busybox || true)
-# A dynamically linked busybox cannot run in the initramfs (ldd fails on static binaries).
-if [[ -z $busybox ]] || ldd "$busybox" >/dev/null 2>&1; then
+# A dynamically linked program cannot run in the initramfs: it would list libraries ("=>").
+is_dynamic() { ldd "$1" 2>&1 | grep -q '=>'; }
+if [[ -z $busybox ]] || is_dynamic "$busybox"; then
   echo "numa-vm: a static busybox is needed (Debian package busybox-static)" >&2
   exit 2
 fi
 
 echo "numa-vm: building the static guest binary" >&2
 (cd "$ws" && CARGO_TARGET_DIR=$ws/target/vm RUSTFLAGS='-C target-feature=+crt-static' \
+  CARGO_PROFILE_RELEASE_DEBUG=0 \
   cargo build -q --release -p partita-numa --example vm_guest --target x86_64-unknown-linux-gnu >&2)
 guest=$ws/target/vm/x86_64-unknown-linux-gnu/release/examples/vm_guest
-if ldd "$guest" >/dev/null 2>&1; then
+if is_dynamic "$guest"; then
   echo "numa-vm: $guest is not statically linked" >&2
   exit 2
 fi
