@@ -6,8 +6,10 @@ use std::fmt;
 use std::io;
 
 use crate::control::ProcessControl;
+use crate::ready::{Policies, DEFAULT_POLICIES};
 use crate::registry;
 use crate::thread_pool::ThreadPool;
+use partita_queues::{ConfigError, DequeuePolicy, EnqueuePolicy};
 
 type PanicHandler = dyn Fn(Box<dyn Any + Send>) + Send + Sync;
 type ThreadHandler = dyn Fn(usize) + Send + Sync;
@@ -34,6 +36,7 @@ pub struct ThreadPoolBuilder {
     pub(crate) exit_handler: Option<Box<ThreadHandler>>,
     pub(crate) breadth_first: bool,
     pub(crate) process_control: ProcessControl,
+    ready_queues: Option<Policies>,
 }
 
 impl ThreadPoolBuilder {
@@ -226,6 +229,34 @@ impl ThreadPoolBuilder {
         self.process_control = mode;
         self
     }
+
+    /// Which partita-queues policies carry tasks injected from outside the pool and tasks
+    /// handed over by workers that suspend. Default: `Sequential` / `Sequential` (valid for
+    /// every pool size; see docs/bench/runtime.md). An incompatible pair (Table 3 of
+    /// DiBella et al.), a policy with a secondary queue in a 1-worker pool, or the `Static`
+    /// dequeue policy outside [`ProcessControl::Standalone`] (a suspended worker's queue would
+    /// have no consumer) makes `build` fail with an error naming the rule.
+    ///
+    /// ```
+    /// use partita_runtime::{DequeuePolicy, EnqueuePolicy, ThreadPoolBuilder};
+    /// let pool = ThreadPoolBuilder::new().num_threads(2)
+    ///     .ready_queues(EnqueuePolicy::PrimaryRandom, DequeuePolicy::PrimarySequential)
+    ///     .build().unwrap();
+    /// assert_eq!(pool.install(|| 1 + 1), 2);
+    /// let err = ThreadPoolBuilder::new().num_threads(2)
+    ///     .ready_queues(EnqueuePolicy::Global, DequeuePolicy::Sequential)
+    ///     .build().unwrap_err();
+    /// assert!(err.to_string().contains("Table 3"));
+    /// ```
+    pub fn ready_queues(mut self, enqueue: EnqueuePolicy, dequeue: DequeuePolicy) -> Self {
+        self.ready_queues = Some(Policies { enqueue, dequeue });
+        self
+    }
+
+    /// The policies for a pool of `n` workers.
+    pub(crate) fn policies_for(&self, _n: usize) -> Policies {
+        self.ready_queues.unwrap_or(DEFAULT_POLICIES)
+    }
 }
 
 impl fmt::Debug for ThreadPoolBuilder {
@@ -257,6 +288,8 @@ pub(crate) enum ErrorKind {
     GlobalPoolAlreadyInitialized,
     CurrentThreadAlreadyInPool,
     IOError(io::Error),
+    ReadyQueues(ConfigError),
+    StaticNeedsStandalone,
 }
 
 impl ThreadPoolBuildError {
@@ -275,6 +308,11 @@ impl fmt::Display for ThreadPoolBuildError {
                 f.write_str("The current thread is already part of another thread pool.")
             }
             ErrorKind::IOError(e) => write!(f, "could not spawn a worker thread: {e}"),
+            ErrorKind::ReadyQueues(e) => write!(f, "ready_queues: {e}"),
+            ErrorKind::StaticNeedsStandalone => f.write_str(
+                "ready_queues: the Static dequeue policy needs ProcessControl::Standalone \
+                 (a suspended worker's queue would have no consumer)",
+            ),
         }
     }
 }
@@ -283,6 +321,7 @@ impl Error for ThreadPoolBuildError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match &self.kind {
             ErrorKind::IOError(e) => Some(e),
+            ErrorKind::ReadyQueues(e) => Some(e),
             _ => None,
         }
     }

@@ -35,7 +35,7 @@ use crate::client::{self, ClientGuard, Controlled};
 use crate::control::{self, Need, ProcessControl};
 use crate::job::{JobFifo, JobRef, StackJob};
 use crate::latch::{AsCoreLatch, CoreLatch, Latch, LatchRef, LockLatch, OnceLatch, SpinLatch};
-use crate::ready::ReadyQueues;
+use crate::ready::{ReadyQueues, WorkerQueues};
 use crate::sleep::{Sleep, Slept, SPIN_ROUNDS};
 use crate::stats::PoolStats;
 use crate::unwind;
@@ -186,6 +186,14 @@ impl Registry {
             })
             .unzip();
 
+        let ready = ReadyQueues::new(n, builder.policies_for(n))
+            .map_err(|e| ThreadPoolBuildError::new(ErrorKind::ReadyQueues(e)))?;
+        if builder.process_control != ProcessControl::Standalone
+            && builder.policies_for(n).dequeue == partita_queues::DequeuePolicy::Static
+            && n > 1
+        {
+            return Err(ThreadPoolBuildError::new(ErrorKind::StaticNeedsStandalone));
+        }
         let registry = Arc::new(Registry {
             thread_infos: stealers
                 .into_iter()
@@ -197,7 +205,7 @@ impl Registry {
                 })
                 .collect(),
             sleep: Sleep::new(n),
-            ready: ReadyQueues::new(n),
+            ready,
             broadcasts: Mutex::new(broadcasts),
             panic_handler: builder.panic_handler.take(),
             start_handler: builder.start_handler.take(),
@@ -337,7 +345,7 @@ impl Registry {
     /// Post a job from outside the pool (or from another pool) into the ready queues.
     pub(crate) fn inject(&self, job: JobRef) {
         debug_assert_ne!(self.terminate_count.load(Ordering::Acquire), 0);
-        self.ready.post(job, None);
+        self.ready.post_external(job);
         self.sleep.new_jobs(true);
     }
 
@@ -436,9 +444,9 @@ impl Registry {
         self.sleep.notify_worker(index);
     }
 
-    /// Any task visible to a worker that could steal everywhere (a hint).
-    fn has_shared_work(&self) -> bool {
-        !self.ready.is_empty() || self.thread_infos.iter().any(|t| !t.stealer.is_empty())
+    /// Any task in a deque that `w` could steal, or in a ready queue `w` may serve (a hint).
+    fn has_shared_work(&self, w: &WorkerQueues) -> bool {
+        self.thread_infos.iter().any(|t| !t.stealer.is_empty()) || self.ready.has_work_for(w)
     }
 
     // ---- process control ----------------------------------------------------------------
@@ -594,6 +602,7 @@ pub(crate) struct WorkerThread {
     rng: XorShift64Star,
     registry: Arc<Registry>,
     cpus_epoch: Cell<u64>,
+    queues: WorkerQueues,
 }
 
 thread_local! {
@@ -608,6 +617,7 @@ impl From<WorkerSeed> for WorkerThread {
             fifo: JobFifo::new(),
             index: seed.index,
             rng: XorShift64Star::new(),
+            queues: seed.registry.ready.worker(seed.index),
             registry: seed.registry,
             cpus_epoch: Cell::new(0),
         }
@@ -704,11 +714,13 @@ impl WorkerThread {
     fn find_work(&self) -> Option<JobRef> {
         self.take_local_job()
             .or_else(|| self.steal())
-            .or_else(|| self.registry.ready.poll(self.index))
+            .or_else(|| self.registry.ready.poll(&self.queues))
     }
 
     fn has_visible_work(&self) -> bool {
-        !self.worker.is_empty() || !self.broadcast.is_empty() || self.registry.has_shared_work()
+        !self.worker.is_empty()
+            || !self.broadcast.is_empty()
+            || self.registry.has_shared_work(&self.queues)
     }
 
     /// Execute a job and count it.
@@ -879,16 +891,16 @@ impl WorkerThread {
     /// waits on a suspended worker.
     fn suspend(&self) {
         let reg = &*self.registry;
-        let mut moved = false;
         while let Some(job) = self.worker.pop() {
-            reg.ready.post(job, Some(self.index));
-            moved = true;
-        }
-        if moved {
-            reg.sleep.new_jobs(true);
+            reg.ready.post_from(&self.queues, job);
         }
         reg.control.active.fetch_sub(1, Ordering::SeqCst);
-        reg.ready.set_active(reg.active());
+        reg.ready.set_active(self.index, false);
+        // Our queue now belongs to an active worker: make sure one is awake if it (or the
+        // tasks just handed over) holds anything.
+        if reg.ready.len() > 0 {
+            reg.sleep.new_jobs(true);
+        }
         bump(&self.counters().parks, 1);
         let started = Instant::now();
         let terminate = &reg.thread_infos[self.index].terminate;
@@ -896,7 +908,7 @@ impl WorkerThread {
             terminate.probe() || !self.broadcast.is_empty() || !self.should_suspend()
         });
         reg.control.active.fetch_add(1, Ordering::SeqCst);
-        reg.ready.set_active(reg.active());
+        reg.ready.set_active(self.index, true);
         bump(
             &self.counters().suspended_ns,
             started.elapsed().as_nanos() as u64,
