@@ -1,6 +1,11 @@
 //! `partita probe` (hidden): small programs that register with a manager, for the manager's
 //! integration tests and benchmarks.
 //!
+//! - default: a partita-runtime pool of `--pool` workers kept busy by self-respawning spin
+//!   tasks, its demand capped at `--demand` (`Need::Absolute`). It prints
+//!   `active=N target=T t=NS` whenever its active workers or target change (polled every
+//!   200 µs; `t` is `CLOCK_MONOTONIC`, comparable across processes), and obeys stdin lines
+//!   `demand N` (prints `demand-set N t=NS` just before applying it) and `quit`.
 //! - `--raw`: speaks the protocol directly (no pool): registers, reports a fixed demand, and
 //!   prints every allocation it sees as `alloc target=N cpus=LIST` on stdout. It stands for an
 //!   application that does not (or cannot) shrink.
@@ -32,18 +37,110 @@ pub struct ProbeArgs {
     /// Partition hint.
     #[arg(long, default_value = "")]
     pub partition: String,
-    /// Exit after this many seconds (0: run until the manager goes away).
+    /// Exit after this many seconds (0: never; `--raw` also exits when the manager goes away).
     #[arg(long, default_value_t = 0.0)]
     pub seconds: f64,
+    /// Speak the protocol directly instead of using a pool.
+    #[arg(long)]
+    pub raw: bool,
 }
 
 /// Run the probe.
 ///
 /// ```no_run
-/// let args = partita_manager::probe::ProbeArgs { socket: None, name: "p".into(), pool: 2, demand: 2, partition: String::new(), seconds: 1.0 };
+/// let args = partita_manager::probe::ProbeArgs { socket: None, name: "p".into(), pool: 2, demand: 2, partition: String::new(), seconds: 1.0, raw: false };
 /// partita_manager::probe::run(&args).unwrap();
 /// ```
 pub fn run(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
+    if args.raw {
+        run_raw(args)
+    } else {
+        run_pool(args)
+    }
+}
+
+fn spin(stop: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    let t = std::time::Instant::now();
+    while t.elapsed() < Duration::from_micros(100) {
+        std::hint::spin_loop();
+    }
+    if !stop.load(Ordering::Relaxed) {
+        partita_runtime::spawn(move || spin(stop));
+    }
+}
+
+fn run_pool(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
+    if let Some(s) = &args.socket {
+        std::env::set_var("PARTITA_SOCKET", s);
+    }
+    if !args.partition.is_empty() {
+        std::env::set_var("PARTITA_PARTITION", &args.partition);
+    }
+    std::env::set_var("PARTITA_NAME", &args.name);
+    let pool = partita_runtime::ThreadPoolBuilder::new()
+        .num_threads(args.pool as usize)
+        .build()?;
+    pool.set_demand(partita_runtime::Need::Absolute(args.demand as usize));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for _ in 0..args.pool * 2 {
+        let stop = stop.clone();
+        pool.spawn(move || spin(stop));
+    }
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        while std::io::stdin().read_line(&mut line).is_ok_and(|n| n > 0) {
+            if tx.send(line.trim().to_string()).is_err() {
+                break;
+            }
+            line.clear();
+        }
+    });
+    let mut out = std::io::stdout();
+    writeln!(out, "ready pid={}", std::process::id())?;
+    out.flush()?;
+    let start = std::time::Instant::now();
+    let mut last = None;
+    loop {
+        let now = (pool.active_workers(), pool.target_workers());
+        if last != Some(now) {
+            writeln!(
+                out,
+                "active={} target={} t={}",
+                now.0,
+                now.1,
+                monotonic_ns()
+            )?;
+            out.flush()?;
+            last = Some(now);
+        }
+        match rx.try_recv() {
+            Ok(cmd) => {
+                let mut it = cmd.split_whitespace();
+                match (it.next(), it.next().and_then(|v| v.parse::<usize>().ok())) {
+                    (Some("demand"), Some(n)) => {
+                        writeln!(out, "demand-set {n} t={}", monotonic_ns())?;
+                        out.flush()?;
+                        pool.set_demand(partita_runtime::Need::Absolute(n));
+                    }
+                    (Some("quit"), _) => break,
+                    _ => eprintln!("probe: unknown command {cmd:?}"),
+                }
+            }
+            Err(
+                std::sync::mpsc::TryRecvError::Empty | std::sync::mpsc::TryRecvError::Disconnected,
+            ) => {}
+        }
+        if args.seconds > 0.0 && start.elapsed().as_secs_f64() > args.seconds {
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    stop.store(true, Ordering::Relaxed);
+    Ok(())
+}
+
+fn run_raw(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let socket = args
         .socket
         .clone()

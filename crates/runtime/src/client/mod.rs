@@ -13,9 +13,27 @@
 //!   reverts to `set_target_workers(pool_size)` / `set_cpus(None)` when the manager goes away.
 //! - The client reads demand and counters through the other methods to fill the
 //!   application→manager half of the control page.
-#![allow(dead_code)] // Until the client lands, the pool is the only user of this seam.
 
-use std::sync::Weak;
+//!
+//! How the client works (one background thread per pool, blocking std I/O, no async runtime):
+//! 1. [`attach`] connects to the manager socket (`PARTITA_SOCKET`, else
+//!    `$XDG_RUNTIME_DIR/partita.sock`, else `/run/partita/partita.sock`), sends the hello, and
+//!    receives the welcome with the control page's memfd ([`register`]). Any failure: one
+//!    warning, standalone.
+//! 2. The thread then loops ([`session`]): read the page's allocation (seqlock), apply a new
+//!    target / CPU set to the pool, write demand, active workers, counters and the heartbeat,
+//!    ring the manager's doorbell when demand changed, check the socket for EOF, and sleep on
+//!    the page's futex word (woken by the manager at every change) for at most one tick.
+//! 3. When the manager goes away (EOF, error, page problem) the pool reverts to its standalone
+//!    size and no CPU confinement, with one warning, and the thread retries with exponential
+//!    backoff (10 ms … 1 s) until a manager answers again, then registers afresh.
+
+mod register;
+mod session;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 /// What the manager client may do to a pool.
 pub(crate) trait Controlled: Send + Sync + 'static {
@@ -40,15 +58,126 @@ pub(crate) trait Controlled: Send + Sync + 'static {
     fn idle_ns(&self) -> u64;
 }
 
-/// Keeps the client connected; dropping it disconnects.
+/// Keeps the client connected; dropping it disconnects (sends a goodbye) and stops the thread.
 pub(crate) struct ClientGuard {
-    _private: (),
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for ClientGuard {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            // Never join ourselves (the pool could in principle be dropped on this thread).
+            if t.thread().id() != std::thread::current().id() {
+                t.thread().unpark();
+                let _ = t.join();
+            }
+        }
+    }
 }
 
 /// Connect `pool` to a manager if one is reachable. Returns `None` (standalone) when no
 /// manager socket exists, `PARTITA=off`, or registration fails (after one warning).
-pub(crate) fn attach(_pool: Weak<dyn Controlled>, _name: &str) -> Option<ClientGuard> {
-    // The client implementation lands with partita-manager (issue 4); until then every pool
-    // is standalone, which is the documented behaviour when no manager is reachable.
-    None
+/// Environment: `PARTITA_SOCKET` (socket path), `PARTITA_NAME` (name shown by the manager),
+/// `PARTITA_PARTITION` (partition hint), `PARTITA_CLIENT_TICK_US` (demand sampling period
+/// while busy).
+pub(crate) fn attach(pool: Weak<dyn Controlled>, name: &str) -> Option<ClientGuard> {
+    if std::env::var("PARTITA").is_ok_and(|v| v == "off") {
+        return None;
+    }
+    let socket = partita_protocol::socket_path();
+    if !socket.exists() {
+        return None;
+    }
+    let pool_size = pool.upgrade()?.pool_size();
+    let hint = std::env::var("PARTITA_PARTITION").unwrap_or_default();
+    // `PARTITA_NAME` overrides the name the pool chose (the executable's).
+    let name = std::env::var("PARTITA_NAME").unwrap_or_else(|_| name.to_string());
+    let params = register::Params {
+        socket,
+        name,
+        hint,
+        pool_size: pool_size as u32,
+    };
+    let conn = match register::register(&params) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(socket = %params.socket.display(), error = %e, "partita: not registered with the manager; running standalone");
+            return None;
+        }
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let thread = std::thread::Builder::new()
+        .name("partita-client".into())
+        .spawn(move || client_thread(pool, params, conn, stop2));
+    match thread {
+        Ok(t) => Some(ClientGuard {
+            stop,
+            thread: Some(t),
+        }),
+        Err(e) => {
+            tracing::warn!(error = %e, "partita: cannot start the manager client thread; running standalone");
+            None
+        }
+    }
+}
+
+/// Busy tick: how often demand is sampled while the pool has work (`PARTITA_CLIENT_TICK_US`
+/// overrides; default 1 ms). An idle pool samples every 10 ms.
+fn busy_tick() -> Duration {
+    std::env::var("PARTITA_CLIENT_TICK_US")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|&us| us > 0)
+        .map_or(Duration::from_millis(1), Duration::from_micros)
+}
+
+fn client_thread(
+    pool: Weak<dyn Controlled>,
+    params: register::Params,
+    first: register::Connection,
+    stop: Arc<AtomicBool>,
+) {
+    let tick = busy_tick();
+    let mut conn = Some(first);
+    loop {
+        if let Some(c) = conn.take() {
+            let end = session::run(&pool, c, &stop, tick);
+            // Standalone again: whole pool, no confinement.
+            if let Some(p) = pool.upgrade() {
+                p.set_target_workers(p.pool_size());
+                p.set_cpus(None);
+            }
+            match end {
+                session::End::Stopped | session::End::PoolGone => return,
+                session::End::Lost(why) => {
+                    tracing::warn!(reason = %why, "partita: lost the manager; running standalone and retrying");
+                }
+            }
+        }
+        // Reconnect with exponential backoff.
+        let mut backoff = Duration::from_millis(10);
+        loop {
+            if stop.load(Ordering::Acquire) || pool.strong_count() == 0 {
+                return;
+            }
+            std::thread::park_timeout(backoff);
+            if stop.load(Ordering::Acquire) || pool.strong_count() == 0 {
+                return;
+            }
+            if params.socket.exists() {
+                match register::register(&params) {
+                    Ok(c) => {
+                        tracing::info!("partita: registered with the manager again");
+                        conn = Some(c);
+                        break;
+                    }
+                    Err(e) => tracing::debug!(error = %e, "partita: reconnect failed"),
+                }
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(1));
+        }
+    }
 }
