@@ -86,6 +86,25 @@ fn run_pool(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
         let stop = stop.clone();
         pool.spawn(move || spin(stop));
     }
+    // "No task lost": a join-based computation checked against its known value, run again
+    // and again through every change of target (a lost task would hang it, a task run twice
+    // would change the value).
+    let checks = std::sync::Arc::new((
+        std::sync::atomic::AtomicU64::new(0),
+        std::sync::atomic::AtomicU64::new(0),
+    ));
+    let pool = std::sync::Arc::new(pool);
+    {
+        let (pool, checks, stop) = (pool.clone(), checks.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let v = pool.install(|| fib(18));
+                let slot = if v == 2584 { &checks.0 } else { &checks.1 };
+                slot.fetch_add(1, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+    }
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     std::thread::spawn(move || {
         let mut line = String::new();
@@ -137,7 +156,22 @@ fn run_pool(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
         std::thread::sleep(Duration::from_micros(200));
     }
     stop.store(true, Ordering::Relaxed);
+    writeln!(
+        out,
+        "checks={} failures={}",
+        checks.0.load(Ordering::Relaxed),
+        checks.1.load(Ordering::Relaxed)
+    )?;
+    out.flush()?;
     Ok(())
+}
+
+fn fib(n: u32) -> u64 {
+    if n < 2 {
+        return n as u64;
+    }
+    let (a, b) = partita_runtime::join(|| fib(n - 1), || fib(n - 2));
+    a + b
 }
 
 fn run_raw(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {

@@ -1,0 +1,220 @@
+//! Bad input and resource limits against a real manager (in-process daemon, raw socket
+//! clients): every case gets a typed error reply and a disconnect, and the manager keeps
+//! serving.
+
+mod support;
+
+use partita_manager::{spawn_in_process, Config};
+use partita_protocol::wire::{ClientMessage, ErrorCode, Hello, ManagerMessage};
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+use support::TempDir;
+
+fn config() -> Config {
+    let mut c = Config::from_toml_str(support::TRACKED).unwrap();
+    c.hello_timeout_ms = 300;
+    c.max_applications = 2;
+    c
+}
+
+/// Read everything until EOF (with a deadline) and decode the first frame.
+fn reply(s: &mut UnixStream) -> (Option<ManagerMessage>, bool) {
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = Vec::new();
+    let eof = s.read_to_end(&mut buf).is_ok();
+    if buf.len() < 4 {
+        return (None, eof);
+    }
+    let len = u32::from_le_bytes(buf[..4].try_into().unwrap()) as usize;
+    (ManagerMessage::decode(&buf[4..4 + len]).ok(), eof)
+}
+
+fn expect_error(s: &mut UnixStream, code: ErrorCode) -> String {
+    match reply(s) {
+        (Some(ManagerMessage::Error { code: c, message }), true) => {
+            assert_eq!(c, code, "{message}");
+            message
+        }
+        other => panic!("expected {code:?} and EOF, got {other:?}"),
+    }
+}
+
+#[test]
+fn bad_messages_get_a_typed_error_and_a_disconnect() {
+    let dir = TempDir::new("proto");
+    let h = spawn_in_process(config(), dir.path("m.sock")).unwrap();
+    let connect = || UnixStream::connect(h.socket()).unwrap();
+
+    // Unknown kind.
+    let mut s = connect();
+    s.write_all(&[1, 0, 0, 0, 0x7f]).unwrap();
+    expect_error(&mut s, ErrorCode::Malformed);
+
+    // Oversized length prefix: refused before reading the body.
+    let mut s = connect();
+    s.write_all(&(1u32 << 30).to_le_bytes()).unwrap();
+    expect_error(&mut s, ErrorCode::Oversized);
+
+    // Truncated: announces 100 bytes, sends 10, closes its side.
+    let mut s = connect();
+    s.write_all(&100u32.to_le_bytes()).unwrap();
+    s.write_all(&[1; 10]).unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    expect_error(&mut s, ErrorCode::Malformed);
+
+    // Malformed field (empty name) inside a well-framed hello.
+    let mut s = connect();
+    let mut hello = Hello::new(2, "x");
+    hello.name.clear();
+    s.write_all(&ClientMessage::Hello(hello).encode()).unwrap();
+    let msg = expect_error(&mut s, ErrorCode::Malformed);
+    assert!(msg.contains("name"), "{msg}");
+
+    // Wrong version.
+    let mut s = connect();
+    let mut hello = Hello::new(2, "x");
+    hello.version = 99;
+    s.write_all(&ClientMessage::Hello(hello).encode()).unwrap();
+    expect_error(&mut s, ErrorCode::Version);
+
+    // Out of order: a doorbell before any hello.
+    let mut s = connect();
+    s.write_all(&ClientMessage::DemandChanged.encode()).unwrap();
+    expect_error(&mut s, ErrorCode::OutOfOrder);
+
+    // A hint naming no partition.
+    let mut s = connect();
+    let mut hello = Hello::new(2, "x");
+    hello.partition_hint = "nowhere".into();
+    s.write_all(&ClientMessage::Hello(hello).encode()).unwrap();
+    expect_error(&mut s, ErrorCode::UnknownPartition);
+
+    // Garbage of every length never takes the manager down.
+    for n in 0..64u8 {
+        let mut s = connect();
+        let junk: Vec<u8> = (0..n).map(|i| i.wrapping_mul(37).wrapping_add(n)).collect();
+        let _ = s.write_all(&junk);
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        let _ = reply(&mut s);
+    }
+    assert!(h.status().applications.is_empty());
+    assert!(
+        partita_manager::query_status(h.socket()).is_ok(),
+        "manager stopped serving"
+    );
+    h.shutdown().unwrap();
+}
+
+#[test]
+fn a_silent_client_is_dropped_after_the_timeout() {
+    let dir = TempDir::new("silent");
+    let h = spawn_in_process(config(), dir.path("m.sock")).unwrap();
+    let mut s = UnixStream::connect(h.socket()).unwrap();
+    let t = Instant::now();
+    expect_error(&mut s, ErrorCode::Timeout);
+    assert!(
+        t.elapsed() >= Duration::from_millis(250),
+        "dropped too early: {:?}",
+        t.elapsed()
+    );
+    h.shutdown().unwrap();
+}
+
+/// Registers over a raw socket (this test process is the application).
+fn raw_register(socket: &std::path::Path, name: &str) -> Result<UnixStream, (ErrorCode, String)> {
+    let mut s = UnixStream::connect(socket).unwrap();
+    s.write_all(&ClientMessage::Hello(Hello::new(2, name)).encode())
+        .unwrap();
+    let mut buf = [0u8; 512];
+    let (n, _fd) =
+        partita_protocol::sys::recv_with_fd(std::os::fd::AsFd::as_fd(&s), &mut buf).unwrap();
+    let len = u32::from_le_bytes(buf[..4].try_into().unwrap()) as usize;
+    assert!(n >= 4 + len);
+    match ManagerMessage::decode(&buf[4..4 + len]).unwrap() {
+        ManagerMessage::Welcome { .. } => Ok(s),
+        ManagerMessage::Error { code, message } => Err((code, message)),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn identity_comes_from_the_kernel_and_limits_are_enforced() {
+    let dir = TempDir::new("limits");
+    let h = spawn_in_process(config(), dir.path("m.sock")).unwrap();
+    let first = raw_register(h.socket(), "one").expect("first registration");
+    let st = h.status();
+    assert_eq!(st.applications.len(), 1);
+    // SO_PEERCRED: the pid is this process's, whatever the message said.
+    assert_eq!(st.applications[0].pid, std::process::id() as i32);
+    // The same process cannot register twice.
+    let (code, _) = raw_register(h.socket(), "again").unwrap_err();
+    assert_eq!(code, ErrorCode::OutOfOrder);
+    drop(first);
+    assert!(support::wait_until(Duration::from_secs(5), || h
+        .status()
+        .applications
+        .is_empty()));
+
+    // max_applications = 2: a third application is refused with a clear error. Use child
+    // processes (raw probes) so that each has its own pid.
+    let mut probes = Vec::new();
+    for i in 0..2 {
+        probes.push(support::Proc::spawn(
+            std::process::Command::new(support::bin())
+                .args(["probe", "--raw", "--name", &format!("r{i}"), "--socket"])
+                .arg(h.socket()),
+        ));
+    }
+    assert!(support::wait_until(Duration::from_secs(10), || h
+        .status()
+        .applications
+        .len()
+        == 2));
+    let out = std::process::Command::new(support::bin())
+        .args(["probe", "--raw", "--name", "third", "--socket"])
+        .arg(h.socket())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("TooManyApplications") && err.contains("max_applications"),
+        "{err}"
+    );
+    drop(probes);
+    h.shutdown().unwrap();
+}
+
+#[test]
+fn invalid_configuration_names_the_key_and_value() {
+    let dir = TempDir::new("badcfg");
+    let cfg = dir.path("bad.toml");
+    std::fs::write(&cfg, "[usage_decay]\nc = 7.5\n").unwrap();
+    let out = std::process::Command::new(support::bin())
+        .args(["serve", "--config"])
+        .arg(&cfg)
+        .arg("--socket")
+        .arg(dir.path("s.sock"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("usage_decay.c") && err.contains("7.5"),
+        "{err}"
+    );
+    std::fs::write(&cfg, "[[partition]]\nname = \"a\"\npolicy = \"lottery\"\n").unwrap();
+    let out = std::process::Command::new(support::bin())
+        .args(["serve", "--config"])
+        .arg(&cfg)
+        .arg("--socket")
+        .arg(dir.path("s.sock"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("lottery") && err.contains("policy"),
+        "{err}"
+    );
+}
