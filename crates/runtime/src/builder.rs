@@ -235,7 +235,8 @@ impl ThreadPoolBuilder {
     /// every pool size; see docs/bench/runtime.md). An incompatible pair (Table 3 of
     /// DiBella et al.), a policy with a secondary queue in a 1-worker pool, or the `Static`
     /// dequeue policy outside [`ProcessControl::Standalone`] (a suspended worker's queue would
-    /// have no consumer) makes `build` fail with an error naming the rule.
+    /// have no consumer) makes `build` fail with an error naming the rule. A 1-worker pool
+    /// ignores the choice (one queue: every policy means the same).
     ///
     /// ```
     /// use partita_runtime::{DequeuePolicy, EnqueuePolicy, ThreadPoolBuilder};
@@ -253,8 +254,16 @@ impl ThreadPoolBuilder {
         self
     }
 
-    /// The policies for a pool of `n` workers.
-    pub(crate) fn policies_for(&self, _n: usize) -> Policies {
+    /// The policies for a pool of `n` workers. A 1-worker pool has one queue, where every
+    /// policy means the same thing, so it uses `Static`/`Static` (the only pair that has no
+    /// secondary queue).
+    pub(crate) fn policies_for(&self, n: usize) -> Policies {
+        if n == 1 {
+            return Policies {
+                enqueue: EnqueuePolicy::Static,
+                dequeue: DequeuePolicy::Static,
+            };
+        }
         self.ready_queues.unwrap_or(DEFAULT_POLICIES)
     }
 }

@@ -5,11 +5,12 @@ use std::time::Duration;
 /// A snapshot of a pool's counters (summed over workers since the pool started).
 ///
 /// ```
-/// let pool = partita_runtime::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-/// pool.install(|| partita_runtime::join(|| 1, || 2));
+/// let pool = partita_runtime::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+/// pool.install(|| ());
+/// pool.install(|| ()); // the only worker counted the first job before taking this one
 /// let s = pool.stats();
 /// assert!(s.tasks_run >= 1);
-/// assert_eq!(s.num_threads, 2);
+/// assert_eq!(s.num_threads, 1);
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PoolStats {
@@ -19,8 +20,8 @@ pub struct PoolStats {
     pub target_workers: usize,
     /// Workers not suspended by process control when the snapshot was taken.
     pub active_workers: usize,
-    /// Jobs executed by workers (join halves that were pushed, spawns, injected jobs,
-    /// broadcast copies).
+    /// Jobs executed from a queue (stolen join halves, spawns, injected jobs, broadcast
+    /// copies); a join half that its own worker pops back and runs inline is not counted.
     pub tasks_run: u64,
     /// Jobs taken from another worker's deque.
     pub steals: u64,

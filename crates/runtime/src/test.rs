@@ -25,7 +25,12 @@ fn start_and_exit_handlers_run_once_per_worker() {
     pool.broadcast(|_| ());
     assert_eq!(started.load(Ordering::SeqCst), 3);
     pool.wait_until_stopped();
-    assert_eq!(exited.load(Ordering::SeqCst), 3);
+    // Exit handlers run after a worker has left its loop (as in rayon-core): wait for them.
+    let start = std::time::Instant::now();
+    while exited.load(Ordering::SeqCst) != 3 {
+        assert!(start.elapsed() < std::time::Duration::from_secs(20));
+        std::thread::yield_now();
+    }
 }
 
 #[test]
@@ -57,4 +62,117 @@ fn pool_stays_alive_for_spawned_tasks() {
     barrier.wait();
     registry.wait_until_stopped();
     assert_eq!(done.load(Ordering::SeqCst), 1);
+}
+
+use crate::client::Controlled;
+use crate::Need;
+use std::time::{Duration, Instant};
+
+fn wait_active(reg: &crate::registry::Registry, n: usize) {
+    let start = Instant::now();
+    while reg.active() != n {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "active stuck at {}",
+            reg.active()
+        );
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}
+
+#[test]
+fn zero_quantum_holds_tasks_until_granted_again() {
+    let pool = ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let reg = pool.registry.clone();
+    Controlled::set_target_workers(&*reg, 0);
+    wait_active(&reg, 0);
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    pool.spawn(move || {
+        r.fetch_add(1, Ordering::SeqCst);
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        0,
+        "a task ran during a zero quantum"
+    );
+    Controlled::set_target_workers(&*reg, 1);
+    let start = Instant::now();
+    while ran.load(Ordering::SeqCst) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "task not run after the quantum"
+        );
+        std::thread::yield_now();
+    }
+    wait_active(&reg, 1);
+}
+
+#[test]
+fn demand_is_zero_when_idle_and_capped_by_need() {
+    let pool = ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let reg = pool.registry.clone();
+    // Let the workers go idle.
+    let start = Instant::now();
+    while reg.demand() != 0 {
+        assert!(start.elapsed() < Duration::from_secs(20));
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Busy workers raise demand; Need caps it.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s = stop.clone();
+    pool.spawn_broadcast(move |_| {
+        while !s.load(Ordering::Relaxed) {
+            std::hint::spin_loop();
+        }
+    });
+    let start = Instant::now();
+    while reg.demand() < 2 {
+        assert!(start.elapsed() < Duration::from_secs(20));
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    pool.set_demand(Need::Absolute(1));
+    assert_eq!(reg.demand(), 1);
+    stop.store(true, Ordering::Relaxed);
+    assert!(reg.tasks_run() <= 2);
+    assert_eq!(reg.pool_size(), 2);
+}
+
+#[test]
+fn set_cpus_repins_workers_at_safe_points() {
+    let pool = ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let reg = pool.registry.clone();
+    let affinity = || {
+        let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
+        (0..4)
+            .filter(|&c| set.is_set(c).unwrap_or(false))
+            .collect::<Vec<_>>()
+    };
+    // Workers re-pin at their next safe point (between two jobs of their main loop), so a
+    // broadcast sees the new set once every worker has passed one.
+    let eventually = |want: &dyn Fn(&Vec<usize>) -> bool| {
+        let start = Instant::now();
+        while !pool.broadcast(|_| affinity()).iter().all(want) {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "workers never re-pinned"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    Controlled::set_cpus(&*reg, Some(vec![0]));
+    eventually(&|a| a == &vec![0]);
+    Controlled::set_cpus(&*reg, None);
+    let n = std::thread::available_parallelism().unwrap().get().min(4);
+    eventually(&|a| a.len() == n);
+}
+
+#[test]
+fn idle_time_is_counted() {
+    let pool = ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    pool.install(|| ());
+    std::thread::sleep(Duration::from_millis(20));
+    pool.install(|| ());
+    assert!(pool.registry.idle_ns() > 0);
 }

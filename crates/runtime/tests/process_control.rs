@@ -1,0 +1,238 @@
+//! Process control: targets, suspension at safe points, no stranded task, no lost wake-up.
+//!
+//! The stress variant (10^6 tasks under random target churn) is ignored by default; run it
+//! with `cargo test -p partita-runtime --release --test process_control -- --ignored`.
+
+use partita_runtime::{Need, ProcessControl, ThreadPool, ThreadPoolBuilder};
+use proptest::prelude::*;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::mpsc::channel;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Liveness guard for "eventually": generous, so a loaded CI machine does not fail it.
+const EVENTUALLY: Duration = Duration::from_secs(20);
+
+fn wait_for_active(pool: &ThreadPool, expected: usize) {
+    let start = Instant::now();
+    while pool.active_workers() != expected {
+        assert!(
+            start.elapsed() < EVENTUALLY,
+            "active stayed {} (target {}, expected {expected})",
+            pool.active_workers(),
+            pool.target_workers()
+        );
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}
+
+fn pool(n: usize) -> ThreadPool {
+    ThreadPoolBuilder::new()
+        .num_threads(n)
+        .process_control(ProcessControl::Manual)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn target_is_clamped_to_one_and_pool_size() {
+    let p = pool(3);
+    p.set_target_workers(0);
+    assert_eq!(p.target_workers(), 1);
+    wait_for_active(&p, 1);
+    p.set_target_workers(99);
+    assert_eq!(p.target_workers(), 3);
+    wait_for_active(&p, 3);
+}
+
+#[test]
+fn suspended_workers_run_no_tasks() {
+    let p = pool(3);
+    p.set_target_workers(1);
+    wait_for_active(&p, 1);
+    let seen: Vec<AtomicBool> = (0..3).map(|_| AtomicBool::new(false)).collect();
+    p.scope(|s| {
+        for _ in 0..200 {
+            s.spawn(|_| {
+                let i = partita_runtime::current_thread_index().unwrap();
+                seen[i].store(true, Ordering::Relaxed);
+                std::hint::black_box((0..100).sum::<u32>());
+            });
+        }
+    });
+    assert!(seen[0].load(Ordering::Relaxed));
+    assert!(
+        !seen[1].load(Ordering::Relaxed),
+        "worker 1 ran a task while suspended"
+    );
+    assert!(
+        !seen[2].load(Ordering::Relaxed),
+        "worker 2 ran a task while suspended"
+    );
+    p.set_target_workers(3);
+    wait_for_active(&p, 3);
+    let s = p.stats();
+    assert_eq!(s.parks, 2);
+    assert_eq!(s.unparks, 2);
+    assert!(s.suspended_time > Duration::ZERO);
+}
+
+#[test]
+fn highest_index_suspends_first_and_lowest_resumes_first() {
+    let p = pool(3);
+    p.set_target_workers(2);
+    wait_for_active(&p, 2);
+    // Worker 2 is the suspended one: a pool-wide scope only ever runs on 0 and 1.
+    let ran_on_2 = AtomicBool::new(false);
+    p.scope(|s| {
+        for _ in 0..200 {
+            s.spawn(|_| {
+                if partita_runtime::current_thread_index() == Some(2) {
+                    ran_on_2.store(true, Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    assert!(!ran_on_2.load(Ordering::Relaxed));
+}
+
+#[test]
+fn standalone_ignores_targets() {
+    let p = ThreadPoolBuilder::new()
+        .num_threads(2)
+        .process_control(ProcessControl::Standalone)
+        .build()
+        .unwrap();
+    p.set_target_workers(1);
+    assert_eq!(p.target_workers(), 2);
+    assert_eq!(p.active_workers(), 2);
+}
+
+#[test]
+fn set_demand_accepts_every_need() {
+    let p = pool(2);
+    for need in [Need::Absolute(1), Need::Relative(-1), Need::Unlimited] {
+        p.set_demand(need);
+    }
+    assert_eq!(p.install(|| 1), 1);
+}
+
+/// No lost wake-up: tasks posted while every worker sleeps (or is suspended with the target
+/// above it) are run.
+#[test]
+fn tasks_posted_to_a_sleeping_pool_run() {
+    let p = pool(2);
+    let (tx, rx) = channel();
+    for round in 0..300u64 {
+        if round % 3 == 0 {
+            // Let the workers fall asleep.
+            std::thread::sleep(Duration::from_micros(200 + (round * 37) % 500));
+        }
+        if round % 50 == 25 {
+            p.set_target_workers(1);
+        }
+        if round % 50 == 40 {
+            p.set_target_workers(2);
+        }
+        let tx = tx.clone();
+        p.spawn(move || tx.send(round).unwrap());
+        assert_eq!(rx.recv_timeout(EVENTUALLY).unwrap(), round);
+    }
+}
+
+/// Run `tasks` spawned tasks (from outside and from inside the pool) while another thread
+/// changes the target `churn` times; check every task ran exactly once and that after
+/// quiescence the active count matches the last target.
+fn churn_run(tasks: usize, churn_pause: Duration, targets: &[usize]) {
+    let n = 3;
+    let p = Arc::new(pool(n));
+    let runs: Arc<Vec<AtomicU8>> = Arc::new((0..tasks).map(|_| AtomicU8::new(0)).collect());
+    let stop = Arc::new(AtomicBool::new(false));
+    let churner = {
+        let (p, stop, targets) = (p.clone(), stop.clone(), targets.to_vec());
+        std::thread::spawn(move || {
+            let mut k = 0;
+            while !stop.load(Ordering::Relaxed) {
+                p.set_target_workers(targets[k % targets.len()]);
+                k += 1;
+                std::thread::sleep(churn_pause);
+            }
+        })
+    };
+    let done = Arc::new(AtomicUsize::new(0));
+    let (tx, rx) = channel();
+    let per_batch = 1000.min(tasks);
+    let mut next = 0;
+    while next < tasks {
+        let end = (next + per_batch).min(tasks);
+        let (runs, done, tx) = (runs.clone(), done.clone(), tx.clone());
+        // Half the batches are spawned from inside the pool (worker deques, which suspending
+        // workers hand to the ready queues), half from outside (the ready queues).
+        let inside = (next / per_batch) % 2 == 0;
+        let body = move || {
+            for t in next..end {
+                let (runs, done, tx) = (runs.clone(), done.clone(), tx.clone());
+                partita_runtime::spawn(move || {
+                    runs[t].fetch_add(1, Ordering::Relaxed);
+                    if done.fetch_add(1, Ordering::AcqRel) + 1 == tasks {
+                        tx.send(()).unwrap();
+                    }
+                });
+            }
+        };
+        if inside {
+            p.spawn(body);
+        } else {
+            p.install(body);
+        }
+        next = end;
+    }
+    rx.recv_timeout(EVENTUALLY * 6).expect("not every task ran");
+    stop.store(true, Ordering::Relaxed);
+    churner.join().unwrap();
+    for (t, r) in runs.iter().enumerate() {
+        assert_eq!(
+            r.load(Ordering::Relaxed),
+            1,
+            "task {t} ran a wrong number of times"
+        );
+    }
+    let last = p.target_workers();
+    assert_eq!(last, last.clamp(1, n));
+    wait_for_active(&p, last);
+}
+
+#[test]
+fn every_task_runs_once_under_target_churn() {
+    churn_run(10_000, Duration::from_micros(20), &[1, 3, 2, 1, 2, 3]);
+}
+
+#[test]
+#[ignore = "stress: 10^6 tasks; run with --release -- --ignored"]
+fn stress_every_task_runs_once_under_target_churn() {
+    churn_run(
+        1_000_000,
+        Duration::from_micros(5),
+        &[1, 3, 2, 1, 2, 3, 0, 3],
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    /// Whatever sequence of targets is applied, after quiescence
+    /// active == clamp(target, 1, size), and tasks spawned in between all run.
+    #[test]
+    fn active_matches_clamped_target(size in 1usize..4, targets in prop::collection::vec(0usize..6, 1..8)) {
+        let p = pool(size);
+        let ran = AtomicUsize::new(0);
+        for &t in &targets {
+            p.set_target_workers(t);
+            p.scope(|s| for _ in 0..10 { s.spawn(|_| { ran.fetch_add(1, Ordering::Relaxed); }); });
+        }
+        let last = *targets.last().unwrap();
+        wait_for_active(&p, last.clamp(1, size));
+        prop_assert_eq!(ran.load(Ordering::Relaxed), 10 * targets.len());
+        prop_assert_eq!(p.target_workers(), last.clamp(1, size));
+    }
+}
