@@ -121,19 +121,7 @@ fn on_node<R: Send>(node: u32, f: impl FnOnce() -> R + Send) -> Result<R> {
     }
     std::thread::scope(|s| {
         s.spawn(|| {
-            let mut set = nix::sched::CpuSet::new();
-            for c in &cpus {
-                set.set(*c as usize).map_err(|e| NumaError::Os {
-                    call: CALL,
-                    source: e.into(),
-                })?;
-            }
-            nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).map_err(|e| {
-                NumaError::Os {
-                    call: CALL,
-                    source: e.into(),
-                }
-            })?;
+            crate::sys::pin_current_thread(&cpus).map_err(|e| NumaError::from_os(CALL, e))?;
             Ok(f())
         })
         .join()

@@ -201,9 +201,9 @@ proptest! {
             let mut dedup = nodes.clone(); dedup.sort(); dedup.dedup();
             prop_assert_eq!(dedup.len(), nodes.len(), "one copy per node");
             prop_assert_eq!(c.writable(), nodes.len() == 1, "writable only with one copy");
-            for n in 0..8 {
-                prop_assert_eq!(held[n].is_some(), c.has_copy_on(n));
-                if let Some(v) = held[n] { prop_assert_eq!(v, last, "copy on {} is stale", n); }
+            for (n, h) in held.iter().enumerate() {
+                prop_assert_eq!(h.is_some(), c.has_copy_on(n));
+                if let Some(v) = *h { prop_assert_eq!(v, last, "copy on {} is stale", n); }
             }
         }
     }
@@ -237,7 +237,7 @@ proptest! {
     ) {
         let mut t = CounterTable::new(8, 4, interval);
         let mut now = 0;
-        let mut since_reset = vec![0u32; 32];
+        let mut since_reset = [0u32; 32];
         let mut epoch = 0;
         for (page, node, write, dt) in events {
             now += dt;
