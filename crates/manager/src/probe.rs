@@ -59,13 +59,10 @@ pub fn run(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
 }
 
-fn spin(stop: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+fn spin_for(d: Duration) {
     let t = std::time::Instant::now();
-    while t.elapsed() < Duration::from_micros(100) {
+    while t.elapsed() < d {
         std::hint::spin_loop();
-    }
-    if !stop.load(Ordering::Relaxed) {
-        partita_runtime::spawn(move || spin(stop));
     }
 }
 
@@ -82,29 +79,38 @@ fn run_pool(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     pool.set_demand(partita_runtime::Need::Absolute(args.demand as usize));
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for _ in 0..args.pool * 2 {
-        let stop = stop.clone();
-        pool.spawn(move || spin(stop));
-    }
-    // "No task lost": a join-based computation checked against its known value, run again
-    // and again through every change of target (a lost task would hang it, a task run twice
-    // would change the value).
+    // The workload, and at the same time the "no task lost" check: rounds of short spinning
+    // tasks (2 per worker, so demand is the whole pool) joined with a recursive computation
+    // checked against its known value, again and again through every change of target. A lost
+    // task would hang the round; a task run twice would change the value.
     let checks = std::sync::Arc::new((
         std::sync::atomic::AtomicU64::new(0),
         std::sync::atomic::AtomicU64::new(0),
     ));
     let pool = std::sync::Arc::new(pool);
-    {
+    let driver = {
         let (pool, checks, stop) = (pool.clone(), checks.clone(), stop.clone());
+        let tasks = args.pool as usize * 2;
         std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
-                let v = pool.install(|| fib(18));
+                let v = pool.install(|| {
+                    let ((), v) = partita_runtime::join(
+                        || {
+                            partita_runtime::scope(|s| {
+                                for _ in 0..tasks {
+                                    s.spawn(|_| spin_for(Duration::from_micros(500)));
+                                }
+                            })
+                        },
+                        || fib(18),
+                    );
+                    v
+                });
                 let slot = if v == 2584 { &checks.0 } else { &checks.1 };
                 slot.fetch_add(1, Ordering::Relaxed);
-                std::thread::sleep(Duration::from_millis(10));
             }
-        });
-    }
+        })
+    };
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     std::thread::spawn(move || {
         let mut line = String::new();
@@ -156,6 +162,9 @@ fn run_pool(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
         std::thread::sleep(Duration::from_micros(200));
     }
     stop.store(true, Ordering::Relaxed);
+    if driver.join().is_err() {
+        checks.1.fetch_add(1, Ordering::Relaxed);
+    }
     writeln!(
         out,
         "checks={} failures={}",

@@ -1,0 +1,427 @@
+//! The manager with real processes: `partita serve`, probe applications built on
+//! partita-runtime, an uncontrolled CPU hog started with `partita run`; processes are killed for
+//! real (SIGKILL). Latencies are printed (`--nocapture`); the assertions use generous bounds so
+//! a loaded CI machine does not fail them — the targets are measured in the benchmark
+//! (`examples/reaction.rs`, docs/bench/manager.md).
+
+mod support;
+
+use partita_manager::{query_status, Status};
+use partita_protocol::page::monotonic_ns;
+use partita_protocol::CpuSet;
+use std::process::Command;
+use std::time::Duration;
+use support::{field, probe, serial, serve, wait_until, Proc, TempDir, TRACKED};
+
+const LONG: Duration = Duration::from_secs(10);
+
+fn status(socket: &std::path::Path) -> Status {
+    query_status(socket).expect("status")
+}
+
+fn hog(socket: &std::path::Path, partition: &str) -> Proc {
+    Proc::spawn(
+        Command::new(support::bin())
+            .args(["run", "--partition", partition, "--socket"])
+            .arg(socket)
+            .args(["--", "sh", "-c", "while :; do :; done"]),
+    )
+}
+
+/// Σ of what the members hold, and whether the CPU sets of holders are disjoint.
+fn split(s: &Status) -> (u32, bool) {
+    let mut seen = CpuSet::new();
+    let mut disjoint = true;
+    let mut total = 0;
+    let mut claim = |cpus: &[usize]| {
+        for &c in cpus {
+            disjoint &= !seen.contains(c);
+            seen.insert(c);
+        }
+    };
+    for a in &s.applications {
+        if a.target > 0 {
+            total += a.target;
+            assert_eq!(a.cpus.len() as u32, a.target, "{a:?}");
+            claim(&a.cpus);
+        }
+    }
+    for p in &s.partitions {
+        total += p.uncontrolled_cpus.len() as u32;
+        claim(&p.uncontrolled_cpus);
+    }
+    (total, disjoint)
+}
+
+/// Quit a probe and check its self-test: computations ran and none went wrong.
+fn quit_and_check(p: &mut Proc) {
+    let from = p.line_count();
+    p.send("quit");
+    let (_, line) = p
+        .wait_line(from, LONG, |l| l.starts_with("checks="))
+        .expect("probe did not report its checks");
+    assert!(field(&line, "checks").unwrap() > 0, "{line}");
+    assert_eq!(field(&line, "failures"), Some(0), "{line}");
+}
+
+/// The "done when": three applications and one uncontrolled hog share the machine;
+/// `partita status` shows the split; killing an application moves its CPUs to the others.
+#[test]
+fn three_applications_and_a_hog_share_the_cpus() {
+    let _g = serial();
+    let dir = TempDir::new("split");
+    let (_mgr, socket) = serve(&dir, TRACKED);
+    let mut apps = vec![
+        probe(&socket, "a", 2, 2),
+        probe(&socket, "b", 2, 2),
+        probe(&socket, "c", 2, 2),
+    ];
+    let hog = hog(&socket, "");
+    assert!(
+        wait_until(LONG, || {
+            let s = status(&socket);
+            s.applications.len() == 3
+                && s.partitions[0].uncontrolled_pids.contains(&hog.pid())
+                && s.partitions[0].uncontrolled_runnable >= 1
+        }),
+        "{:#?}",
+        status(&socket)
+    );
+    // The CLI shows the same thing.
+    let out = Command::new(support::bin())
+        .args(["status", "--json", "--socket"])
+        .arg(&socket)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let cli: Status = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(cli.applications.len(), 3);
+    let table = Command::new(support::bin())
+        .args(["status", "--socket"])
+        .arg(&socket)
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&table.stdout);
+    for name in ["a", "b", "c", "default", "equipartition"] {
+        assert!(table.contains(name), "{table}");
+    }
+
+    // Every snapshot: all CPUs handed out, disjoint sets, equal applications within one CPU of
+    // each other; over a few periods every application gets CPUs (rotation).
+    let n = cli.cpus_managed as u32;
+    let mut had_cpu = std::collections::BTreeMap::new();
+    for _ in 0..40 {
+        let s = status(&socket);
+        let (total, disjoint) = split(&s);
+        assert_eq!(total, n.min(7), "{s:#?}");
+        assert!(disjoint, "{s:#?}");
+        let t: Vec<u32> = s.applications.iter().map(|a| a.target).collect();
+        assert!(
+            t.iter().max().unwrap() - t.iter().min().unwrap() <= 1,
+            "{t:?}"
+        );
+        for a in &s.applications {
+            *had_cpu.entry(a.pid).or_insert(false) |= a.target > 0;
+        }
+        std::thread::sleep(Duration::from_millis(40));
+    }
+    assert!(
+        had_cpu.values().all(|&x| x),
+        "an application never ran: {had_cpu:?}"
+    );
+
+    // Kill one application: it disappears and every CPU is held by the others.
+    let victim = apps.remove(0);
+    let victim_pid = victim.pid();
+    drop(victim); // SIGKILL
+    assert!(wait_until(LONG, || status(&socket)
+        .app_by_pid(victim_pid)
+        .is_none()));
+    let s = status(&socket);
+    assert_eq!(s.applications.len(), 2);
+    assert_eq!(split(&s).0, n.min(5), "{s:#?}");
+
+    // Without the hog, the two remaining applications split the CPUs evenly and their pools
+    // follow (active workers = target).
+    drop(hog);
+    assert!(wait_until(LONG, || status(&socket).partitions[0]
+        .uncontrolled_pids
+        .is_empty()));
+    let share = (n / 2).clamp(1, 2);
+    assert!(
+        wait_until(LONG, || status(&socket)
+            .applications
+            .iter()
+            .all(|a| a.target == share && a.active == share)),
+        "{:#?}",
+        status(&socket)
+    );
+    // Kill another: the last one gets everything it can use.
+    let victim = apps.remove(0);
+    drop(victim);
+    let last = &mut apps[0];
+    let want = n.min(2);
+    assert!(
+        last.wait_line(0, LONG, |l| field(l, "active") == Some(want as u64)
+            && field(l, "target") == Some(want as u64))
+            .is_some(),
+        "{:?}",
+        last.lines.lock().unwrap()
+    );
+    quit_and_check(last);
+}
+
+/// A client killed with SIGKILL: its CPUs go to the other application at once.
+#[test]
+fn killed_client_cpus_are_reallocated() {
+    let _g = serial();
+    let dir = TempDir::new("sigkill");
+    let (_mgr, socket) = serve(&dir, TRACKED);
+    let mut a = probe(&socket, "a", 2, 2);
+    let mut b = probe(&socket, "b", 2, 2);
+    let n = status(&socket).cpus_managed as u64;
+    if n < 2 {
+        return; // Nothing to move on a single CPU.
+    }
+    assert!(wait_until(LONG, || {
+        let s = status(&socket);
+        s.applications.len() == 2 && s.applications.iter().all(|x| x.target == 1)
+    }));
+    let from = b.line_count();
+    let t0 = monotonic_ns();
+    a.kill();
+    let (_, line) = b
+        .wait_line(from, LONG, |l| field(l, "target") == Some(2))
+        .expect("b never got the CPUs");
+    let latency_us = (field(&line, "t").unwrap().saturating_sub(t0)) / 1000;
+    println!("SIGKILL -> other application's target raised: {latency_us} us");
+    assert!(latency_us < 1_000_000, "{latency_us} us");
+    quit_and_check(&mut b);
+}
+
+/// The manager killed: applications go standalone, then re-register when it restarts; no task
+/// is lost on the way.
+#[test]
+fn applications_survive_the_manager() {
+    let _g = serial();
+    let dir = TempDir::new("mgrkill");
+    let (mut mgr, socket) = serve(&dir, TRACKED);
+    let mut a = probe(&socket, "a", 2, 2);
+    let mut b = probe(&socket, "b", 2, 2);
+    assert!(wait_until(LONG, || {
+        let s = status(&socket);
+        s.applications.len() == 2 && s.applications.iter().all(|x| x.target == 1)
+    }));
+    let (fa, fb) = (a.line_count(), b.line_count());
+    let t0 = monotonic_ns();
+    mgr.kill();
+    for (p, from) in [(&a, fa), (&b, fb)] {
+        let (_, line) = p
+            .wait_line(from, LONG, |l| field(l, "target") == Some(2))
+            .expect("application did not go standalone");
+        let us = field(&line, "t").unwrap().saturating_sub(t0) / 1000;
+        println!("manager SIGKILL -> application standalone: {us} us");
+        assert!(us < 2_000_000, "{us} us");
+    }
+    // Restart on the same socket: both register again and are split again.
+    let (_mgr2, socket2) = serve(&dir, TRACKED);
+    assert_eq!(socket, socket2);
+    assert!(
+        wait_until(LONG, || {
+            let s = status(&socket);
+            s.applications.len() == 2 && s.applications.iter().all(|x| x.target == 1)
+        }),
+        "{:#?}",
+        status(&socket)
+    );
+    quit_and_check(&mut a);
+    quit_and_check(&mut b);
+}
+
+/// Lending and revocation between partitions, with real processes.
+#[test]
+fn idle_entitlement_is_lent_and_revoked() {
+    let _g = serial();
+    let dir = TempDir::new("revoke");
+    let cfg = format!(
+        "{TRACKED}[[partition]]\nname = \"a\"\nshare = 1\n[[partition]]\nname = \"b\"\nshare = 1\n"
+    );
+    let (_mgr, socket) = serve(&dir, &cfg);
+    if status(&socket).cpus_managed < 2 {
+        return;
+    }
+    let mut pa = Proc::spawn(
+        Command::new(support::bin())
+            .args([
+                "probe",
+                "--name",
+                "owner",
+                "--pool",
+                "2",
+                "--demand",
+                "0",
+                "--partition",
+                "a",
+            ])
+            .env("PARTITA_SOCKET", &socket),
+    );
+    let pb = Proc::spawn(
+        Command::new(support::bin())
+            .args([
+                "probe",
+                "--name",
+                "borrower",
+                "--pool",
+                "2",
+                "--demand",
+                "2",
+                "--partition",
+                "b",
+            ])
+            .env("PARTITA_SOCKET", &socket),
+    );
+    // b borrows a's idle CPU.
+    assert!(
+        wait_until(LONG, || {
+            let s = status(&socket);
+            s.applications.len() == 2
+                && s.partition("b")
+                    .is_some_and(|p| p.allocation == 2 && p.borrowed == 1)
+                && s.partition("a").is_some_and(|p| p.lent == 1)
+        }),
+        "{:#?}",
+        status(&socket)
+    );
+    assert!(pb
+        .wait_line(0, LONG, |l| field(l, "active") == Some(2))
+        .is_some());
+    // a's demand rises: the lent CPU comes back at once.
+    let from = pb.line_count();
+    pa.send("demand 1");
+    let (_, set) = pa
+        .wait_line(0, LONG, |l| l.starts_with("demand-set"))
+        .unwrap();
+    let (_, parked) = pb
+        .wait_line(from, LONG, |l| {
+            field(l, "active") == Some(1) && field(l, "target") == Some(1)
+        })
+        .expect("borrower was not shrunk");
+    let us = field(&parked, "t")
+        .unwrap()
+        .saturating_sub(field(&set, "t").unwrap())
+        / 1000;
+    println!("owner demand rises -> borrower's worker parked: {us} us");
+    let s = status(&socket);
+    assert_eq!(s.partition("a").unwrap().allocation, 1, "{s:#?}");
+    assert_eq!(s.partition("b").unwrap().borrowed, 0, "{s:#?}");
+}
+
+/// `control = "partition-only"`: applications are confined to disjoint CPU sets but keep all
+/// their workers.
+#[test]
+fn partition_only_mode_confines_without_shrinking() {
+    let _g = serial();
+    let dir = TempDir::new("ponly");
+    let (_mgr, socket) = serve(&dir, &format!("{TRACKED}control = \"partition-only\"\n"));
+    if status(&socket).cpus_managed < 2 {
+        return;
+    }
+    let _a = probe(&socket, "a", 2, 2);
+    let _b = probe(&socket, "b", 2, 2);
+    assert!(
+        wait_until(LONG, || split_cpus_disjoint(&status(&socket))),
+        "{:#?}",
+        status(&socket)
+    );
+    // The manager confined the application's threads itself (affinity of its main thread).
+    let s = status(&socket);
+    for app in &s.applications {
+        let aff = partita_manager::sys::get_affinity(app.pid).unwrap();
+        assert_eq!(aff.to_vec(), app.cpus, "{app:?}");
+    }
+}
+
+fn split_cpus_disjoint(s: &Status) -> bool {
+    s.applications.len() == 2
+        && s.applications
+            .iter()
+            .all(|x| x.target == 2 && x.active == 2 && x.cpus.len() == 1)
+        && s.applications[0].cpus != s.applications[1].cpus
+}
+
+/// SIGTERM: affinities restored, cgroups removed, socket removed.
+#[test]
+fn shutdown_restores_what_it_changed() {
+    let _g = serial();
+    let dir = TempDir::new("restore");
+    let (mut mgr, socket) = serve(&dir, TRACKED);
+    let mgr_pid = mgr.pid();
+    let before = partita_manager::sys::get_affinity(0).unwrap();
+    let a = probe(&socket, "a", 2, 2);
+    let _b = probe(&socket, "b", 2, 2);
+    let hog = hog(&socket, "");
+    if status(&socket).cpus_managed < 2 {
+        return;
+    }
+    assert!(wait_until(LONG, || {
+        let s = status(&socket);
+        s.applications.len() == 2 && s.applications.iter().any(|x| x.cpus.len() == 1)
+    }));
+    let confinement = status(&socket).confinement;
+    let cgroup_dirs = || -> Vec<String> {
+        [
+            "/sys/fs/cgroup/cpuset",
+            "/sys/fs/cgroup/unified",
+            "/sys/fs/cgroup",
+        ]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(d).into_iter().flatten())
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| *n == format!("partita-{mgr_pid}"))
+        .collect()
+    };
+    if confinement.starts_with("cgroup") {
+        assert!(
+            !cgroup_dirs().is_empty(),
+            "no cgroup created with {confinement}"
+        );
+    }
+    // SIGTERM.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(mgr.pid()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let code = mgr.child.wait().unwrap();
+    assert!(code.success(), "{code:?}");
+    assert!(!socket.exists());
+    assert!(cgroup_dirs().is_empty());
+    // The application's main thread (never pinned by the runtime) is back on every CPU, and
+    // the hog too.
+    assert!(wait_until(LONG, || partita_manager::sys::get_affinity(
+        a.pid()
+    )
+    .unwrap()
+        == before));
+    assert_eq!(
+        partita_manager::sys::get_affinity(hog.pid()).unwrap(),
+        before
+    );
+}
+
+#[test]
+fn run_into_an_unknown_partition_is_refused() {
+    let _g = serial();
+    let dir = TempDir::new("runbad");
+    let (_mgr, socket) = serve(&dir, TRACKED);
+    let out = Command::new(support::bin())
+        .args(["run", "--partition", "nowhere", "--socket"])
+        .arg(&socket)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nowhere"), "{err}");
+}
