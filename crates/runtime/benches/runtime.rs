@@ -1,0 +1,317 @@
+//! partita-runtime against rayon-core, measured side by side in the same run.
+//!
+//! `cargo bench -p partita-runtime --bench runtime` (add `-- --quick` for a short run).
+//! Before criterion's groups it prints two tables criterion cannot express: the reaction
+//! time of `set_target_workers` 2→1→2 (p50/p99) and the CPU an idle pool uses over one
+//! second. Results and analysis: docs/bench/runtime.md.
+
+use criterion::{criterion_group, BatchSize, BenchmarkId, Criterion};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+/// The same algorithms, instantiated once per runtime (only `join`/`scope` differ).
+macro_rules! algorithms {
+    ($name:ident, $rt:ident) => {
+        mod $name {
+            pub fn fib(n: u32) -> u64 {
+                if n < 2 {
+                    return n as u64;
+                }
+                let (a, b) = $rt::join(|| fib(n - 1), || fib(n - 2));
+                a + b
+            }
+
+            pub fn quick_sort(v: &mut [u32]) {
+                if v.len() <= 1000 {
+                    v.sort_unstable();
+                    return;
+                }
+                let mid = partition(v);
+                let (lo, hi) = v.split_at_mut(mid);
+                $rt::join(|| quick_sort(lo), || quick_sort(&mut hi[1..]));
+            }
+
+            fn partition(v: &mut [u32]) -> usize {
+                let pivot = v.len() - 1;
+                let mut i = 0;
+                for j in 0..pivot {
+                    if v[j] <= v[pivot] {
+                        v.swap(i, j);
+                        i += 1;
+                    }
+                }
+                v.swap(i, pivot);
+                i
+            }
+
+            pub fn merge_sort(v: &mut [u32], buf: &mut [u32]) {
+                if v.len() <= 1000 {
+                    v.sort_unstable();
+                    return;
+                }
+                let mid = v.len() / 2;
+                {
+                    let (vl, vr) = v.split_at_mut(mid);
+                    let (bl, br) = buf.split_at_mut(mid);
+                    $rt::join(|| merge_sort(vl, bl), || merge_sort(vr, br));
+                }
+                let (mut i, mut j, mut k) = (0, mid, 0);
+                while i < mid && j < v.len() {
+                    if v[i] <= v[j] {
+                        buf[k] = v[i];
+                        i += 1;
+                    } else {
+                        buf[k] = v[j];
+                        j += 1;
+                    }
+                    k += 1;
+                }
+                buf[k..k + mid - i].copy_from_slice(&v[i..mid]);
+                k += mid - i;
+                buf[k..].copy_from_slice(&v[j..]);
+                v.copy_from_slice(buf);
+            }
+
+            /// A binary tree of empty joins (2^depth - 1 joins).
+            pub fn join_tree(depth: u32) {
+                if depth == 0 {
+                    return;
+                }
+                $rt::join(|| join_tree(depth - 1), || join_tree(depth - 1));
+            }
+
+            pub fn tiny_spawns(n: usize) -> usize {
+                let count = std::sync::atomic::AtomicUsize::new(0);
+                $rt::scope(|s| {
+                    for _ in 0..n {
+                        s.spawn(|_| {
+                            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        });
+                    }
+                });
+                count.into_inner()
+            }
+
+            /// One short parallel region: two ~2 µs halves.
+            pub fn region() -> u64 {
+                let work = || (0..2_000u64).fold(0u64, |a, x| a.wrapping_mul(31).wrapping_add(x));
+                let (a, b) = $rt::join(|| super::black_box(work()), || super::black_box(work()));
+                a ^ b
+            }
+        }
+    };
+}
+
+algorithms!(partita_algo, partita_runtime);
+algorithms!(rayon_algo, rayon_core);
+
+const THREADS: usize = 2;
+
+fn partita_pool() -> partita_runtime::ThreadPool {
+    partita_runtime::ThreadPoolBuilder::new()
+        .num_threads(THREADS)
+        .process_control(partita_runtime::ProcessControl::Manual)
+        .build()
+        .expect("partita pool")
+}
+
+fn rayon_pool() -> rayon_core::ThreadPool {
+    rayon_core::ThreadPoolBuilder::new()
+        .num_threads(THREADS)
+        .build()
+        .expect("rayon pool")
+}
+
+fn random_u32(n: usize) -> Vec<u32> {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u32
+        })
+        .collect()
+}
+
+fn benches(c: &mut Criterion) {
+    let p = partita_pool();
+    let r = rayon_pool();
+
+    let mut g = c.benchmark_group("fib30");
+    g.sample_size(10);
+    g.bench_function("partita", |b| {
+        b.iter(|| p.install(|| partita_algo::fib(30)))
+    });
+    g.bench_function("rayon-core", |b| {
+        b.iter(|| r.install(|| rayon_algo::fib(30)))
+    });
+    g.finish();
+
+    let data = random_u32(1_000_000);
+    let mut g = c.benchmark_group("quicksort_1e6");
+    g.sample_size(10);
+    g.bench_function("partita", |b| {
+        b.iter_batched_ref(
+            || data.clone(),
+            |v| p.install(|| partita_algo::quick_sort(v)),
+            BatchSize::LargeInput,
+        )
+    });
+    g.bench_function("rayon-core", |b| {
+        b.iter_batched_ref(
+            || data.clone(),
+            |v| r.install(|| rayon_algo::quick_sort(v)),
+            BatchSize::LargeInput,
+        )
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("mergesort_1e6");
+    g.sample_size(10);
+    g.bench_function("partita", |b| {
+        b.iter_batched_ref(
+            || (data.clone(), vec![0u32; data.len()]),
+            |(v, buf)| p.install(|| partita_algo::merge_sort(v, buf)),
+            BatchSize::LargeInput,
+        )
+    });
+    g.bench_function("rayon-core", |b| {
+        b.iter_batched_ref(
+            || (data.clone(), vec![0u32; data.len()]),
+            |(v, buf)| r.install(|| rayon_algo::merge_sort(v, buf)),
+            BatchSize::LargeInput,
+        )
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("join_tree_2^12");
+    g.sample_size(20);
+    g.bench_function("partita", |b| {
+        b.iter(|| p.install(|| partita_algo::join_tree(12)))
+    });
+    g.bench_function("rayon-core", |b| {
+        b.iter(|| r.install(|| rayon_algo::join_tree(12)))
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("spawn_1e5_in_scope");
+    g.sample_size(10);
+    g.bench_function("partita", |b| {
+        b.iter(|| p.install(|| partita_algo::tiny_spawns(100_000)))
+    });
+    g.bench_function("rayon-core", |b| {
+        b.iter(|| r.install(|| rayon_algo::tiny_spawns(100_000)))
+    });
+    g.finish();
+
+    // rayon's tick_bench shape: many short parallel regions entered from outside the pool.
+    let mut g = c.benchmark_group("regions_1000");
+    g.sample_size(10);
+    g.bench_function("partita", |b| {
+        b.iter(|| (0..1000).fold(0, |a, _| a ^ p.install(partita_algo::region)))
+    });
+    g.bench_function("rayon-core", |b| {
+        b.iter(|| (0..1000).fold(0, |a, _| a ^ r.install(rayon_algo::region)))
+    });
+    g.finish();
+
+    // Reaction time as a criterion group too (mean of a full 2→1→2 round trip).
+    let mut g = c.benchmark_group("set_target_2_1_2");
+    g.sample_size(20);
+    g.bench_function(BenchmarkId::new("partita", "round_trip"), |b| {
+        b.iter(|| {
+            let (to1, to2) = reaction_round_trip(&p);
+            black_box((to1, to2))
+        })
+    });
+    g.finish();
+}
+
+/// Time until the pool follows a target change: 2→1 (worker 1 suspended) and 1→2 (worker 1
+/// unparked and running a task).
+fn reaction_round_trip(p: &partita_runtime::ThreadPool) -> (Duration, Duration) {
+    let t0 = Instant::now();
+    p.set_target_workers(1);
+    while p.active_workers() != 1 {
+        std::hint::spin_loop();
+    }
+    let to1 = t0.elapsed();
+    let t1 = Instant::now();
+    p.set_target_workers(2);
+    // Worker 1 is back when it runs a broadcast-free task: a join whose second half it steals.
+    while p.active_workers() != 2 {
+        std::hint::spin_loop();
+    }
+    let to2 = t1.elapsed();
+    (to1, to2)
+}
+
+fn percentile(v: &mut [Duration], q: f64) -> Duration {
+    v.sort();
+    v[((v.len() as f64 - 1.0) * q).round() as usize]
+}
+
+/// CPU time (user + system) of this process.
+fn process_cpu() -> Duration {
+    // SAFETY: getrusage only writes into the zeroed struct we pass.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+fn idle_cpu(run: impl FnOnce()) -> f64 {
+    run();
+    std::thread::sleep(Duration::from_millis(100)); // let the workers finish searching
+    let (c0, t0) = (process_cpu(), Instant::now());
+    std::thread::sleep(Duration::from_secs(1));
+    let (c1, t1) = (process_cpu(), Instant::now());
+    (c1 - c0).as_secs_f64() / (t1 - t0).as_secs_f64()
+}
+
+fn extra_measurements() {
+    let p = partita_pool();
+    p.install(|| partita_algo::fib(20));
+    let (mut down, mut up) = (Vec::new(), Vec::new());
+    for _ in 0..1000 {
+        let (a, b) = reaction_round_trip(&p);
+        down.push(a);
+        up.push(b);
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    println!("set_target_workers reaction over 1000 round trips (2 workers):");
+    println!(
+        "  2→1 (suspended): p50 {:?}  p99 {:?}",
+        percentile(&mut down, 0.5),
+        percentile(&mut down, 0.99)
+    );
+    println!(
+        "  1→2 (unparked):  p50 {:?}  p99 {:?}",
+        percentile(&mut up, 0.5),
+        percentile(&mut up, 0.99)
+    );
+    drop(p);
+
+    let p = partita_pool();
+    let partita = idle_cpu(|| {
+        p.install(|| partita_algo::fib(25));
+    });
+    let r = rayon_pool();
+    let rayon = idle_cpu(|| {
+        r.install(|| rayon_algo::fib(25));
+    });
+    println!("idle pool of {THREADS} workers, CPU over 1 s (fraction of one CPU):");
+    println!("  partita {:.4}   rayon-core {:.4}", partita, rayon);
+}
+
+criterion_group!(runtime_benches, benches);
+
+fn main() {
+    extra_measurements();
+    runtime_benches();
+    Criterion::default().configure_from_args().final_summary();
+}

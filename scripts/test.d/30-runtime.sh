@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# partita-runtime extra suites:
+#  1. loom model checks of the sleep / wake-up / suspension protocol (crates/runtime/src/sleep.rs);
+#  2. the target-churn stress test at 10^5 tasks in release mode (the 10^6 variant is
+#     `cargo test -p partita-runtime --release --test process_control -- --ignored`).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+echo "-- runtime: loom (sleep protocol)"
+CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
+  cargo test -p partita-runtime --lib --release -- loom_
+
+echo "-- runtime: churn stress (release)"
+PARTITA_CHURN_TASKS=100000 cargo test -p partita-runtime --release --test process_control \
+  -- every_task_runs_once_under_target_churn
