@@ -13,6 +13,8 @@
 //! assert!(v.page_nodes().unwrap().iter().all(|s| s.node() == Some(node)));
 //! ```
 
+#![warn(missing_docs)]
+
 mod error;
 mod mempolicy;
 mod nodeset;

@@ -93,6 +93,14 @@ impl MemPolicy {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct MbindFlags(u32);
 
+/// The flag constants combine with `|`:
+///
+/// ```
+/// use partita_numa::MbindFlags;
+/// assert_eq!((MbindFlags::MOVE | MbindFlags::STRICT).bits(), 3);
+/// assert_eq!(MbindFlags::NONE.bits(), 0);
+/// assert_eq!(MbindFlags::MOVE_ALL.bits(), 4);
+/// ```
 impl MbindFlags {
     /// Only set the policy for future allocations.
     pub const NONE: MbindFlags = MbindFlags(0);

@@ -5,6 +5,11 @@ use std::os::raw::c_ulong;
 
 /// The largest number of nodes a [`NodeSet`] can hold (Linux's `MAX_NUMNODES` on x86-64
 /// distribution kernels is 1024).
+///
+/// ```
+/// let mut s = partita_numa::NodeSet::new();
+/// assert!(!s.insert(partita_numa::MAX_NODES as u32));
+/// ```
 pub const MAX_NODES: usize = 1024;
 const WORD_BITS: usize = c_ulong::BITS as usize;
 const WORDS: usize = MAX_NODES / WORD_BITS;

@@ -11,6 +11,10 @@ const MPOL_MF_MOVE: c_int = 1 << 1;
 const MPOL_MF_MOVE_ALL: c_int = 1 << 2;
 
 /// The default number of pages per `move_pages` call.
+///
+/// ```
+/// assert_eq!(partita_numa::DEFAULT_BATCH, 512);
+/// ```
 pub const DEFAULT_BATCH: usize = 512;
 
 /// Where one page is, or why it could not be queried or moved (the `status` array of

@@ -2,8 +2,16 @@
 //! mapping whose memory policy is set *before* the first touch, so every page lands where the
 //! [`Placement`] says. First-touch helpers fault pages in from a thread pinned to a node.
 //!
-//! The `unsafe` of this module is confined to [`Mapping`] (mmap/munmap) and the element
+//! The `unsafe` of this module is confined to `Mapping` (mmap/munmap) and the element
 //! initialisation/drop of `NodeVec`.
+//!
+//! ```
+//! use partita_numa::{NodeVec, Placement};
+//! let both = partita_numa::online_nodes();
+//! let v = NodeVec::filled(1 << 16, 0u64, Placement::Interleave(both)).unwrap();
+//! let pages = v.page_nodes().unwrap();
+//! assert!(pages.iter().all(|p| p.node().is_some_and(|n| both.contains(n))));
+//! ```
 
 use crate::error::{NumaError, Result};
 use crate::mempolicy::{mbind, MbindFlags, MemPolicy};

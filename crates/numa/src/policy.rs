@@ -5,6 +5,18 @@
 //! Nothing here touches memory or the kernel: [`decide`] maps
 //! (counters, parameters, page state) to an [`Action`], so property tests and the simulator
 //! drive it directly.
+//!
+//! ```
+//! use partita_numa::policy::*;
+//! let mut table = CounterTable::new(1, 2, Params::default().reset_interval_ns);
+//! let state = PageState::new(CopySet::new(0), 0);
+//! let mut action = Action::None(NoAction::BelowTrigger);
+//! for t in 0..128 {
+//!     table.record(0, 1, false, t);
+//!     action = decide(&table.counters(0, 1), &Params::default(), &state);
+//! }
+//! assert_eq!(action, Action::Migrate { to: 1 });
+//! ```
 
 use std::fmt;
 

@@ -1,5 +1,11 @@
 //! `Replicated<T>`: application-level page replication (Linux has none in the kernel). A
 //! read-mostly value keeps one copy per node; readers get the copy on their own node.
+//!
+//! ```
+//! let mut table = partita_numa::Replicated::new([1u32; 256]).unwrap();
+//! table.replicate_everywhere().unwrap();
+//! assert_eq!(table.get()[0], 1);
+//! ```
 
 use crate::error::{NumaError, Result};
 use crate::placement::{NodeBox, Placement};

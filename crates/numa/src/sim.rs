@@ -10,6 +10,14 @@
 //!
 //! [`traces`] builds the four synthetic workloads of numa.md; [`run_table`] and
 //! [`trigger_sweep`] produce the thesis' Table 10 / Fig. 23 shapes.
+//!
+//! ```
+//! use partita_numa::sim::{simulate, traces, PolicyKind, SimConfig, TraceConfig};
+//! let t = traces::raytrace(&TraceConfig::small());
+//! let fixed = simulate(&t, &SimConfig { kind: PolicyKind::Static, ..SimConfig::default() });
+//! let migrep = simulate(&t, &SimConfig::default());
+//! assert!(migrep.locality_percent() > fixed.locality_percent());
+//! ```
 
 use crate::policy::{decide, Action, CopySet, CounterTable, NodeId, PageState, Params};
 use std::collections::BTreeMap;
@@ -76,6 +84,10 @@ pub enum PolicyKind {
 
 impl PolicyKind {
     /// All four, baseline first.
+    ///
+    /// ```
+    /// assert_eq!(partita_numa::sim::PolicyKind::ALL[0], partita_numa::sim::PolicyKind::Static);
+    /// ```
     pub const ALL: [PolicyKind; 4] = [
         PolicyKind::Static,
         PolicyKind::MigrateOnly,
@@ -523,6 +535,13 @@ impl TraceConfig {
 }
 
 /// Synthetic workloads (numa.md §Simulator).
+///
+/// ```
+/// let c = partita_numa::sim::TraceConfig::small();
+/// for t in partita_numa::sim::traces::all(&c) {
+///     println!("{}: {} pages, {} misses", t.name, t.initial_home.len(), t.accesses.len());
+/// }
+/// ```
 pub mod traces {
     use super::{Access, Trace, TraceConfig};
 

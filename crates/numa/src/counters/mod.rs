@@ -14,6 +14,12 @@
 //! Linux's own automatic NUMA balancing (`kernel.numa_balancing`) also moves pages; when it is
 //! on, it competes with this crate's policy. [`numa_balancing`] reports it so callers can warn
 //! or turn one of them off.
+//!
+//! ```
+//! use partita_numa::counters::{numa_balancing, probe};
+//! let source = probe().best(false);
+//! println!("counter source in use: {source}; kernel NUMA balancing: {:?}", numa_balancing());
+//! ```
 
 use crate::policy::{CounterTable, NodeId};
 use crate::range::page_size;
