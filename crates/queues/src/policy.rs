@@ -360,7 +360,7 @@ pub fn dequeue_search(
     if n == 0 {
         return None;
     }
-    let p = cur.home % n;
+    let p = below(cur.home, n);
     if policy == DequeuePolicy::Random {
         let q = cur.rng.below(n);
         let role = if q == p {
@@ -427,6 +427,16 @@ fn search_extra(
         .map(|q| (q, Role::Extra))
 }
 
+/// `x mod n` without a division in the common case `x < n` (ids are usually queue indices).
+#[inline]
+fn below(x: usize, n: usize) -> usize {
+    if x < n {
+        x
+    } else {
+        x % n
+    }
+}
+
 /// A uniform queue in `0..n` other than `p` (`n >= 2`).
 fn other_than(rng: &mut XorShift64, p: usize, n: usize) -> usize {
     let r = rng.below(n - 1);
@@ -490,7 +500,7 @@ pub fn enqueue_choice(
     let n = n.max(1);
     let k = cur.posts;
     cur.posts = cur.posts.wrapping_add(1);
-    let p = cur.id % n;
+    let p = below(cur.id, n);
     let primary_or = |q: usize| {
         if q == p {
             (q, Role::Primary)

@@ -66,10 +66,19 @@ impl Scan {
     /// assert_eq!(Scan::after_cursor(7, 8, Direction::Forward).start, 0);
     /// ```
     pub fn after_cursor(cursor: usize, slots: usize, direction: Direction) -> Self {
+        // Cursors are always below `slots`, so a compare replaces the division on this hot
+        // path; anything out of range is reduced first.
         let slots = slots.max(1);
+        let cursor = if cursor < slots {
+            cursor
+        } else {
+            cursor % slots
+        };
         let start = match direction {
-            Direction::Forward => (cursor + 1) % slots,
-            Direction::Backward => (cursor + slots - 1) % slots,
+            Direction::Forward if cursor + 1 == slots => 0,
+            Direction::Forward => cursor + 1,
+            Direction::Backward if cursor == 0 => slots - 1,
+            Direction::Backward => cursor - 1,
         };
         Scan { start, direction }
     }

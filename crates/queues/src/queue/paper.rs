@@ -81,7 +81,8 @@ impl<T: Send> ReadyQueue<T> for PaperQueue<T> {
     fn try_post(&self, task: T) -> Result<usize, Full<T>> {
         let n = self.slots.len();
         let mut free = !self.occupied.load(Ordering::Acquire) & self.mask;
-        let start = self.hint.load(Ordering::Relaxed) % n;
+        let hint = self.hint.load(Ordering::Relaxed);
+        let start = if hint < n { hint } else { 0 };
         let scan = Scan {
             start,
             direction: Direction::Forward,
