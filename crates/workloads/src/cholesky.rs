@@ -31,11 +31,11 @@ pub struct Size {
 }
 
 /// The size for `params`: 24 × 24 tiles (a 384 × 384 matrix, about 2600 tasks per
-/// factorisation) and 60 factorisations at scale 1.
+/// factorisation) and 40 factorisations at scale 1.
 pub fn size(params: &Params) -> Size {
     Size {
         tiles: 24,
-        repeats: params.scaled(60.0, 1),
+        repeats: params.scaled(40.0, 1),
     }
 }
 

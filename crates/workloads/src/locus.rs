@@ -22,10 +22,10 @@ pub struct Size {
     pub wires: usize,
 }
 
-/// The size for `params`: 12 000 wires at scale 1.
+/// The size for `params`: 40 000 wires at scale 1.
 pub fn size(params: &Params) -> Size {
     Size {
-        wires: params.scaled(12_000.0, 1),
+        wires: params.scaled(40_000.0, 1),
     }
 }
 

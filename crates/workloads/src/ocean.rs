@@ -23,16 +23,16 @@ pub struct Size {
     pub sweeps: usize,
 }
 
-/// The size for `params`: a 640 × 640 grid (3.2 MiB) and 1500 sweeps at scale 1.
+/// The size for `params`: a 512 × 512 grid (2 MiB) and 600 sweeps at scale 1.
 ///
 /// ```
 /// let s = partita_workloads::ocean::size(&partita_workloads::Params::default());
-/// assert_eq!(s.n, 640);
+/// assert_eq!(s.n, 512);
 /// ```
 pub fn size(params: &Params) -> Size {
     Size {
-        n: 640,
-        sweeps: params.scaled(1500.0, 1),
+        n: 512,
+        sweeps: params.scaled(600.0, 1),
     }
 }
 

@@ -6,9 +6,10 @@
 
 use crate::WorkloadError;
 
-pub use rayon_core::{join, Scope, ThreadPool};
+pub use partita_runtime::{join, Scope, ThreadPool};
 
-/// Build the application's pool of `threads` workers named `NAME-wN`.
+/// Build the application's pool of `threads` workers named `NAME-wN`. It follows a manager
+/// when one is reachable (`PARTITA_SOCKET`; `PARTITA=off` disables), like every pool.
 ///
 /// ```
 /// let pool = partita_workloads::pool::build(2, "doc").unwrap();
@@ -16,7 +17,7 @@ pub use rayon_core::{join, Scope, ThreadPool};
 /// ```
 pub fn build(threads: usize, name: &str) -> Result<ThreadPool, WorkloadError> {
     let prefix = name.to_string();
-    rayon_core::ThreadPoolBuilder::new()
+    partita_runtime::ThreadPoolBuilder::new()
         .num_threads(threads.max(1))
         .thread_name(move |i| format!("{prefix}-w{i}"))
         .build()
@@ -24,12 +25,13 @@ pub fn build(threads: usize, name: &str) -> Result<ThreadPool, WorkloadError> {
 }
 
 /// How many workers the pool should be running now: the allocation under process control,
-/// the pool size otherwise. Always in `1..=pool size`.
+/// the pool size otherwise. In `0..=pool size`: `0` is a zero quantum granted by the manager
+/// (the application should pause until it gets CPUs again).
 ///
 /// ```
 /// let pool = partita_workloads::pool::build(2, "doc").unwrap();
 /// assert_eq!(partita_workloads::pool::target_workers(&pool), 2);
 /// ```
 pub fn target_workers(pool: &ThreadPool) -> usize {
-    pool.current_num_threads().max(1)
+    pool.target_workers().min(pool.current_num_threads().max(1))
 }

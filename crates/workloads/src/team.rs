@@ -18,6 +18,9 @@
 //!   it actually starts running, never before: the barrier counts only members that are
 //!   running, so a joiner that no worker picks up (the allocation fell again) delays nothing.
 //!   Joiners that started but are not needed any more at a boundary are dismissed.
+//! - none (the manager granted a zero quantum): every member leaves and the team pauses; one
+//!   joiner stays queued in the pool, and when a worker runs it again (the quantum came), it
+//!   resumes the team alone at the phase where it paused.
 //!
 //! Every waiter owns the cell its verdict is written into (continue with rank `r` among `n`
 //! participants in phase `p`, or leave), so a slow waiter can never read a later boundary's
@@ -97,6 +100,8 @@ struct State {
     pending: Vec<Arc<AtomicU64>>,
     /// Joiners spawned that have not started yet.
     outstanding: usize,
+    /// When `members` is 0 (paused), the phase the team resumes at.
+    resume_phase: usize,
     /// Waiters currently blocked on the condvar.
     blocked: usize,
     done: bool,
@@ -104,7 +109,7 @@ struct State {
 }
 
 struct Team<'a, F> {
-    pool: &'a ThreadPool,
+    target: &'a (dyn Fn() -> usize + Sync),
     body: &'a F,
     phases: usize,
     spin: Duration,
@@ -134,11 +139,40 @@ pub fn run<F>(pool: &ThreadPool, phases: usize, spin: Duration, body: F) -> Team
 where
     F: Fn(&PhaseCtx) + Sync,
 {
+    run_with_target(pool, &|| pool::target_workers(pool), phases, spin, body)
+}
+
+/// [`run`], with the number of participants wanted at each boundary given by `target`
+/// instead of the pool's allocation (`0` pauses the team until a worker runs its queued
+/// joiner). For experiments that steer participation themselves, and for tests.
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::time::Duration;
+/// let pool = partita_workloads::pool::build(2, "doc").unwrap();
+/// let count = AtomicUsize::new(0);
+/// let stats = partita_workloads::team::run_with_target(&pool, &|| 1, 5, Duration::ZERO, |c| {
+///     assert_eq!(c.participants, 1);
+///     count.fetch_add(1, Ordering::Relaxed);
+/// });
+/// assert_eq!(count.load(Ordering::Relaxed), 5);
+/// assert_eq!(stats.participant_phases, 5);
+/// ```
+pub fn run_with_target<F>(
+    pool: &ThreadPool,
+    target: &(dyn Fn() -> usize + Sync),
+    phases: usize,
+    spin: Duration,
+    body: F,
+) -> TeamStats
+where
+    F: Fn(&PhaseCtx) + Sync,
+{
     if phases == 0 {
         return TeamStats::default();
     }
     let team = Team {
-        pool,
+        target,
         body: &body,
         phases,
         spin,
@@ -148,6 +182,7 @@ where
             arrived: Vec::new(),
             pending: Vec::new(),
             outstanding: 0,
+            resume_phase: 0,
             blocked: 0,
             done: false,
             stats: TeamStats::default(),
@@ -158,8 +193,7 @@ where
     pool.scope(|s| {
         // Phase 0 starts with rank 0 alone; the joiners asked for now are admitted at the
         // first boundary after they start.
-        let want = team.want();
-        let spawn = want - 1;
+        let spawn = team.want().saturating_sub(1);
         {
             let mut st = team.lock();
             st.outstanding += spawn;
@@ -192,8 +226,9 @@ where
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Participants wanted now; 0 during a zero quantum.
     fn want(&self) -> usize {
-        pool::target_workers(self.pool).clamp(1, self.max)
+        (self.target)().min(self.max)
     }
 
     /// Run phases as a member until told to leave or the run ends.
@@ -215,6 +250,18 @@ where
             let mut st = self.lock();
             st.outstanding -= 1;
             if st.done {
+                return;
+            }
+            if st.members == 0 {
+                // The team is paused: resume it alone (no barrier is waiting for anyone).
+                st.members = 1;
+                let ctx = PhaseCtx {
+                    phase: st.resume_phase,
+                    rank: 0,
+                    participants: 1,
+                };
+                drop(st);
+                self.member(scope, ctx);
                 return;
             }
             st.pending.push(Arc::clone(&cell));
@@ -270,7 +317,11 @@ where
                 c.store(v, Ordering::Release);
             }
             st.members = members;
-            spawn = want.saturating_sub(members + st.outstanding);
+            if members == 0 {
+                st.resume_phase = next;
+            }
+            // While paused, one queued joiner resumes the team when a worker runs it.
+            spawn = want.max(1).saturating_sub(members + st.outstanding);
             st.outstanding += spawn;
             st.stats.joiners_spawned += spawn as u64;
         }
@@ -362,5 +413,28 @@ mod tests {
         });
         assert!(cells.iter().all(|c| c.load(Ordering::Relaxed) == phases));
         assert!(stats.participant_phases >= phases as u64);
+    }
+
+    #[test]
+    fn churning_participation_with_pauses_keeps_every_phase_exact() {
+        let pool = pool::build(3, "team-churn").unwrap();
+        let len = 300;
+        let phases = 2000;
+        let cells: Vec<AtomicUsize> = (0..len).map(|_| AtomicUsize::new(0)).collect();
+        let calls = AtomicUsize::new(0);
+        let target = || {
+            // A deterministic churn over 0..=3 (0 = zero quantum: pause).
+            let k = calls.fetch_add(1, Ordering::Relaxed);
+            (crate::splitmix(k as u64) % 4) as usize
+        };
+        let stats = run_with_target(&pool, &target, phases, Duration::from_micros(5), |c| {
+            assert!(c.participants >= 1 && c.rank < c.participants);
+            for i in c.share(len) {
+                let before = cells[i].fetch_add(1, Ordering::Relaxed);
+                assert_eq!(before, c.phase);
+            }
+        });
+        assert!(cells.iter().all(|c| c.load(Ordering::Relaxed) == phases));
+        assert!(stats.resizes > 100, "{stats:?}");
     }
 }

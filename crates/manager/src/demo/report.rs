@@ -1,0 +1,226 @@
+//! Summaries of the runs (medians over repetitions, ratios to process control) and their
+//! rendering as a terminal table and as Markdown. Plain functions over the run data.
+
+use super::mode::{Mode, ModeRun};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+/// Median of `xs` (mean of the middle two for an even count; 0 for none).
+///
+/// ```
+/// use partita_manager::demo::report::median;
+/// assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+/// assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+/// assert_eq!(median(&[]), 0.0);
+/// ```
+pub fn median(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        return 0.0;
+    }
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// One application in one mode, medians over the repetitions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AppSummary {
+    /// Label in the mix.
+    pub label: String,
+    /// Time from its start to its end, s.
+    pub elapsed_s: f64,
+    /// CPU seconds.
+    pub cpu_s: f64,
+    /// Share of the machine during the mode: CPU seconds / (makespan × CPUs).
+    pub share: f64,
+    /// Voluntary context switches.
+    pub vcsw: f64,
+    /// Involuntary context switches.
+    pub ivcsw: f64,
+    /// Correct in every repetition.
+    pub ok: bool,
+}
+
+/// One mode, medians over the repetitions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModeSummary {
+    /// The mode.
+    pub mode: Mode,
+    /// Repetitions summarised.
+    pub runs: usize,
+    /// Median makespan, s.
+    pub makespan_s: f64,
+    /// Makespans of each repetition.
+    pub makespans_s: Vec<f64>,
+    /// Median makespan / process control's median makespan.
+    pub ratio_to_pc: Option<f64>,
+    /// Per application.
+    pub apps: Vec<AppSummary>,
+    /// Every result correct in every repetition.
+    pub all_ok: bool,
+}
+
+/// Summarise `runs` (any number of repetitions of any modes), in [`Mode::ALL`] order.
+///
+/// ```
+/// use partita_manager::demo::{report::summarize, Mode, ModeRun};
+/// let run = |mode, makespan_s| ModeRun { mode, makespan_s, cpus: 2, realloc_ms: 0, apps: vec![], timeline: vec![] };
+/// let s = summarize(&[run(Mode::Batch, 2.0), run(Mode::ProcessControl, 1.0), run(Mode::ProcessControl, 3.0)]);
+/// assert_eq!(s[0].mode, Mode::ProcessControl);
+/// assert_eq!(s[0].makespan_s, 2.0);
+/// assert_eq!(s[1].ratio_to_pc, Some(1.0));
+/// ```
+pub fn summarize(runs: &[ModeRun]) -> Vec<ModeSummary> {
+    let mut out = Vec::new();
+    for mode in Mode::ALL {
+        let rs: Vec<&ModeRun> = runs.iter().filter(|r| r.mode == mode).collect();
+        let Some(first) = rs.first() else { continue };
+        let makespans: Vec<f64> = rs.iter().map(|r| r.makespan_s).collect();
+        let apps = first
+            .apps
+            .iter()
+            .map(|a0| {
+                let same: Vec<_> = rs
+                    .iter()
+                    .filter_map(|r| r.apps.iter().find(|a| a.label == a0.label).map(|a| (r, a)))
+                    .collect();
+                let m = |f: &dyn Fn(&ModeRun, &super::mode::AppRun) -> f64| {
+                    median(&same.iter().map(|(r, a)| f(r, a)).collect::<Vec<_>>())
+                };
+                AppSummary {
+                    label: a0.label.clone(),
+                    elapsed_s: m(&|_, a| a.elapsed_s),
+                    cpu_s: m(&|_, a| a.cpu_s),
+                    share: m(&|r, a| {
+                        if r.makespan_s > 0.0 {
+                            a.cpu_s / (r.makespan_s * r.cpus.max(1) as f64)
+                        } else {
+                            0.0
+                        }
+                    }),
+                    vcsw: m(&|_, a| a.vcsw as f64),
+                    ivcsw: m(&|_, a| a.ivcsw as f64),
+                    ok: same.len() == rs.len() && same.iter().all(|(_, a)| a.ok),
+                }
+            })
+            .collect();
+        out.push(ModeSummary {
+            mode,
+            runs: rs.len(),
+            makespan_s: median(&makespans),
+            makespans_s: makespans,
+            ratio_to_pc: None,
+            apps,
+            all_ok: rs.iter().all(|r| r.all_ok()),
+        });
+    }
+    let pc = out
+        .iter()
+        .find(|s| s.mode == Mode::ProcessControl)
+        .map(|s| s.makespan_s);
+    for s in &mut out {
+        s.ratio_to_pc = pc.filter(|&p| p > 0.0).map(|p| s.makespan_s / p);
+    }
+    out
+}
+
+fn ratio(r: Option<f64>) -> String {
+    r.map_or_else(|| "–".into(), |r| format!("{r:.2}×"))
+}
+
+/// The summary as a terminal table: one block per mode, then the makespans side by side.
+pub fn to_text(summaries: &[ModeSummary]) -> String {
+    let mut s = String::new();
+    for m in summaries {
+        let _ = writeln!(
+            s,
+            "\n{} — makespan {:.2} s (median of {}), {} process control{}",
+            m.mode,
+            m.makespan_s,
+            m.runs,
+            ratio(m.ratio_to_pc),
+            if m.all_ok {
+                ""
+            } else {
+                "  ** WRONG RESULTS **"
+            }
+        );
+        let _ = writeln!(
+            s,
+            "  {:<12} {:>9} {:>9} {:>7} {:>10} {:>10}  result",
+            "app", "time s", "CPU s", "share", "vol cs", "invol cs"
+        );
+        for a in &m.apps {
+            let _ = writeln!(
+                s,
+                "  {:<12} {:>9.2} {:>9.2} {:>6.1}% {:>10.0} {:>10.0}  {}",
+                a.label,
+                a.elapsed_s,
+                a.cpu_s,
+                a.share * 100.0,
+                a.vcsw,
+                a.ivcsw,
+                if a.ok { "ok" } else { "WRONG" }
+            );
+        }
+    }
+    let _ = writeln!(s, "\n  {:<16} {:>11} {:>10}", "mode", "makespan s", "vs pc");
+    for m in summaries {
+        let _ = writeln!(
+            s,
+            "  {:<16} {:>11.2} {:>10}",
+            m.mode.name(),
+            m.makespan_s,
+            ratio(m.ratio_to_pc)
+        );
+    }
+    s
+}
+
+/// The summary as Markdown tables (for `report.md`).
+pub fn to_markdown(summaries: &[ModeSummary]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "| mode | makespan (s, median) | runs | vs process control | all results correct |"
+    );
+    let _ = writeln!(s, "|---|---:|---:|---:|---|");
+    for m in summaries {
+        let _ = writeln!(
+            s,
+            "| {} | {:.2} | {} | {} | {} |",
+            m.mode,
+            m.makespan_s,
+            m.runs,
+            ratio(m.ratio_to_pc),
+            if m.all_ok { "yes" } else { "**no**" }
+        );
+    }
+    for m in summaries {
+        let _ = writeln!(s, "\n### {}\n", m.mode);
+        let _ = writeln!(
+            s,
+            "| app | time (s) | CPU (s) | CPU share | voluntary cs | involuntary cs | result |"
+        );
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---|");
+        for a in &m.apps {
+            let _ = writeln!(
+                s,
+                "| {} | {:.2} | {:.2} | {:.1}% | {:.0} | {:.0} | {} |",
+                a.label,
+                a.elapsed_s,
+                a.cpu_s,
+                a.share * 100.0,
+                a.vcsw,
+                a.ivcsw,
+                if a.ok { "ok" } else { "**wrong**" }
+            );
+        }
+    }
+    s
+}
