@@ -199,16 +199,24 @@ impl Sleep {
     /// Wake one sleeping worker (lowest index first, where process control keeps the active
     /// workers). Returns whether one was woken.
     pub(crate) fn wake_any(&self) -> bool {
+        // Fast pass over the hints, then (rarely: the hint may not be visible yet) a pass
+        // over the states themselves, which are the truth.
         for w in self.workers.iter() {
-            if w.sleeping.load(Ordering::Relaxed) {
-                let mut st = lock(&w.state);
-                if let State::Sleeping { .. } = *st {
-                    self.wake_locked(w, &mut st);
-                    return true;
-                }
+            if w.sleeping.load(Ordering::Acquire) && self.try_wake(w) {
+                return true;
             }
         }
-        false
+        self.workers.iter().any(|w| self.try_wake(w))
+    }
+
+    fn try_wake(&self, w: &WorkerSleep) -> bool {
+        let mut st = lock(&w.state);
+        if let State::Sleeping { .. } = *st {
+            self.wake_locked(w, &mut st);
+            true
+        } else {
+            false
+        }
     }
 
     fn wake_locked(&self, w: &WorkerSleep, st: &mut State) {
@@ -274,7 +282,12 @@ mod tests {
     fn worker(sleep: &Sleep, index: usize, other: Option<usize>, job: &LBool, taken: &LUsize) {
         let mut searching = sleep.start_searching();
         loop {
-            if job.swap(false, Ordering::SeqCst) {
+            // Claim the job (a CAS, as a queue's claim is); only after seeing it posted.
+            let claimed = job.load(Ordering::SeqCst)
+                && job
+                    .compare_exchange(true, false, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok();
+            if claimed {
                 taken.fetch_add(1, Ordering::SeqCst);
                 if searching {
                     let _ = sleep.stop_searching();
@@ -310,7 +323,7 @@ mod tests {
                 let (sleep, job, taken) = (sleep.clone(), job.clone(), taken.clone());
                 thread::spawn(move || worker(&sleep, 0, None, &job, &taken))
             };
-            job.store(true, Ordering::Relaxed);
+            job.store(true, Ordering::SeqCst);
             sleep.new_jobs(true);
             w.join().unwrap();
             assert_eq!(taken.load(Ordering::SeqCst), 1);
@@ -332,7 +345,7 @@ mod tests {
             };
             let w0 = spawn(0, 1);
             let w1 = spawn(1, 0);
-            job.store(true, Ordering::Relaxed);
+            job.store(true, Ordering::SeqCst);
             sleep.new_jobs(true);
             w0.join().unwrap();
             w1.join().unwrap();
