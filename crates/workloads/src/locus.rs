@@ -100,17 +100,21 @@ fn checksum(table: &[u32]) -> u64 {
 /// Route every wire on `pool`, one task each; the checksum of the occupancy table.
 pub fn run(pool: &ThreadPool, size: Size) -> u64 {
     let table = Mutex::new(vec![0u32; G * G]);
-    pool.scope(|s| {
-        for w in 0..size.wires {
-            let table = &table;
-            s.spawn(move |_| {
-                let cells = best_route(w);
-                let mut t = table.lock().unwrap_or_else(PoisonError::into_inner);
-                record(&mut t, &cells);
-            });
-        }
+    let table = &table;
+    // Wait outside the pool (so no worker is tied up waiting); one task spawns the wires, so
+    // they start in a worker's own deque.
+    pool.in_place_scope(|s| {
+        s.spawn(move |s| {
+            for w in 0..size.wires {
+                s.spawn(move |_| {
+                    let cells = best_route(w);
+                    let mut t = table.lock().unwrap_or_else(PoisonError::into_inner);
+                    record(&mut t, &cells);
+                });
+            }
+        })
     });
-    let table = table.into_inner().unwrap_or_else(PoisonError::into_inner);
+    let table = table.lock().unwrap_or_else(PoisonError::into_inner);
     checksum(&table)
 }
 

@@ -178,7 +178,7 @@ where
         spin,
         max: pool.current_num_threads().max(1),
         state: Mutex::new(State {
-            members: 1,
+            members: 0,
             arrived: Vec::new(),
             pending: Vec::new(),
             outstanding: 0,
@@ -190,10 +190,13 @@ where
         cv: Condvar::new(),
         phase: AtomicUsize::new(0),
     };
-    pool.scope(|s| {
-        // Phase 0 starts with rank 0 alone; the joiners asked for now are admitted at the
-        // first boundary after they start.
-        let spawn = team.want().saturating_sub(1);
+    // The calling thread only spawns and then waits outside the pool (`in_place_scope`), so
+    // no worker is ever tied up waiting for the team: every worker that is not a member is
+    // between tasks, where process control can suspend it.
+    pool.in_place_scope(|s| {
+        // The team starts paused at phase 0: the first joiner to run resumes it alone, the
+        // others are admitted at the first boundary after they start.
+        let spawn = team.want().max(1);
         {
             let mut st = team.lock();
             st.outstanding += spawn;
@@ -203,14 +206,6 @@ where
             let t = &team;
             s.spawn(move |s| t.join(s));
         }
-        team.member(
-            s,
-            PhaseCtx {
-                phase: 0,
-                rank: 0,
-                participants: 1,
-            },
-        );
     });
     let st = team.lock();
     st.stats

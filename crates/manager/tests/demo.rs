@@ -1,0 +1,206 @@
+//! `partita demo` end to end, at a small scale: every mode runs, every result is correct, the
+//! report and the charts are written and well-formed, and under process control the
+//! applications' active workers stay within the managed CPUs (beyond one reallocation).
+//! Timings are the benchmark's business (docs/bench/demo.md), not this test's.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn partita() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_partita"))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("partita-demo-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn well_formed_svg(path: &Path) {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let doc = roxmltree::Document::parse(&text)
+        .unwrap_or_else(|e| panic!("{} is not well-formed XML: {e}", path.display()));
+    let root = doc.root_element();
+    assert_eq!(root.tag_name().name(), "svg", "{}", path.display());
+    assert_eq!(
+        root.tag_name().namespace(),
+        Some("http://www.w3.org/2000/svg")
+    );
+    let drawn = root
+        .descendants()
+        .filter(|n| matches!(n.tag_name().name(), "polyline" | "polygon" | "rect"))
+        .count();
+    assert!(drawn > 2, "{} draws nothing", path.display());
+}
+
+/// The longest stretch (seconds) during which the sum of active workers exceeded the CPUs.
+fn longest_oversubscription(run: &Value) -> f64 {
+    let cpus = run["cpus"].as_u64().unwrap() as f64;
+    let mut longest: f64 = 0.0;
+    let mut since: Option<f64> = None;
+    for s in run["timeline"].as_array().unwrap() {
+        let t = s["t_s"].as_f64().unwrap();
+        let active: f64 = s["apps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|a| a["active"].as_u64())
+            .sum::<u64>() as f64;
+        if active > cpus {
+            let start = *since.get_or_insert(t);
+            longest = longest.max(t - start);
+        } else {
+            since = None;
+        }
+    }
+    longest
+}
+
+#[test]
+fn demo_runs_every_mode_with_correct_results_and_writes_its_report() {
+    let out = scratch("all-modes");
+    let result = partita()
+        .args([
+            "demo",
+            "--apps",
+            "ocean,mp3d,cholesky,locus,pmake",
+            "--scale",
+            "0.05",
+            "--threads",
+            "2",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&result.stdout);
+    assert!(
+        result.status.success(),
+        "partita demo failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    for mode in ["uncontrolled", "partitioned", "process-control", "batch"] {
+        assert!(stdout.contains(mode), "no {mode} table in:\n{stdout}");
+    }
+
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let runs = results["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4);
+    for run in runs {
+        let apps = run["apps"].as_array().unwrap();
+        assert_eq!(apps.len(), 5, "{}", run["mode"]);
+        for a in apps {
+            assert_eq!(
+                a["ok"],
+                Value::Bool(true),
+                "{} in {}: {}",
+                a["label"],
+                run["mode"],
+                a
+            );
+            if a["app"] != "pmake" || run["mode"] != "batch" {
+                assert!(a["cpu_s"].as_f64().unwrap() > 0.0, "{a}");
+            }
+            if a["expected"].is_u64() {
+                assert_eq!(a["checksum"], a["expected"], "{a}");
+            }
+        }
+        assert!(run["makespan_s"].as_f64().unwrap() > 0.0);
+    }
+
+    let pc = runs
+        .iter()
+        .find(|r| r["mode"] == "process-control")
+        .unwrap();
+    let samples = pc["timeline"].as_array().unwrap();
+    assert!(
+        samples.iter().any(|s| s["apps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["target"].is_u64())),
+        "the manager never reported an allocation"
+    );
+    let realloc = pc["realloc_ms"].as_f64().unwrap() / 1000.0;
+    let longest = longest_oversubscription(pc);
+    // One reallocation period, plus one sampling period of observation slack.
+    assert!(
+        longest <= realloc + 0.05,
+        "active workers exceeded the CPUs for {longest:.3} s (reallocation period {realloc} s)"
+    );
+
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.starts_with("# partita demo"));
+    for needle in [
+        "| process-control |",
+        "| batch |",
+        "makespan.svg",
+        "timeline-process-control.svg",
+    ] {
+        assert!(report.contains(needle), "report.md lacks {needle}");
+    }
+    for svg in [
+        "makespan.svg",
+        "timeline-uncontrolled.svg",
+        "timeline-partitioned.svg",
+        "timeline-process-control.svg",
+    ] {
+        well_formed_svg(&out.join(svg));
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn workload_subcommand_checks_its_result_and_rejects_bad_input() {
+    let ok = partita()
+        .args([
+            "workload",
+            "locus",
+            "--scale",
+            "0.01",
+            "--threads",
+            "2",
+            "--json",
+        ])
+        .env("PARTITA", "off")
+        .output()
+        .unwrap();
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let line: Value = serde_json::from_slice(&ok.stdout).unwrap();
+    assert_eq!(line["ok"], Value::Bool(true));
+    assert_eq!(line["checksum"], line["expected"]);
+
+    let wrong = partita()
+        .args(["workload", "water", "--scale", "0.01", "--expect", "12345"])
+        .env("PARTITA", "off")
+        .output()
+        .unwrap();
+    assert!(!wrong.status.success());
+    assert!(String::from_utf8_lossy(&wrong.stderr).contains("differs"));
+
+    let unknown = partita().args(["workload", "nope"]).output().unwrap();
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("unknown application"));
+
+    let bad = partita()
+        .args(["workload", "ocean", "--scale=-1"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("scale"));
+
+    let bad_mix = partita()
+        .args(["demo", "--mix", "nope", "--out"])
+        .arg(scratch("bad-mix"))
+        .output()
+        .unwrap();
+    assert!(!bad_mix.status.success());
+    assert!(String::from_utf8_lossy(&bad_mix.stderr).contains("--mix"));
+}
