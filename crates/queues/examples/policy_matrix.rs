@@ -73,10 +73,15 @@ struct Args {
     arrival: Arrival,
     /// Offered load for the uniform and non-uniform modes, as a fraction of the consumers'
     /// capacity (sets the gap between posts).
-    #[arg(long, default_value_t = 0.9)]
+    #[arg(long, default_value_t = 0.7)]
     load: f64,
+    /// Non-uniform mode: the fast set posts this many times as often as the others (the
+    /// paper's "maximum possible rate"; a finite factor keeps the total offered load at
+    /// `--load`).
+    #[arg(long, default_value_t = 4.0)]
+    fast_factor: f64,
     /// Tasks per run (all producers together).
-    #[arg(long, default_value_t = 20_000)]
+    #[arg(long, default_value_t = 100_000)]
     tasks: u64,
     /// Runs per configuration; the table shows the median.
     #[arg(long, default_value_t = 5)]
@@ -250,11 +255,14 @@ struct RunResult {
     empty: u64,
 }
 
+#[derive(Clone, Copy)]
 struct Params {
     producers: usize,
     consumers: usize,
     service_ns: f64,
     gap_ns: f64,
+    /// Gap of the fast producer set in the non-uniform mode.
+    fast_gap_ns: f64,
     arrival: Arrival,
     tasks: u64,
     /// Some(w): throughput mode, each producer keeps at most w tasks outstanding.
@@ -347,11 +355,35 @@ fn run_once<S: Structure>(s: &S, prm: &Params) -> RunResult {
                     let fast = prm.arrival == Arrival::Nonuniform && id % prm.consumers == 0;
                     let t0 = Instant::now();
                     let mut known_done = 0u64;
+                    let gap = match prm.arrival {
+                        Arrival::Uniform => prm.gap_ns,
+                        Arrival::Nonuniform if fast => prm.fast_gap_ns,
+                        Arrival::Nonuniform => prm.gap_ns,
+                        Arrival::Closed => 0.0,
+                    };
                     for k in 0..per_producer {
                         if let Some(w) = prm.window {
                             while k - known_done >= w {
                                 known_done = completions.done_for(id);
                                 if k - known_done >= w {
+                                    std::thread::yield_now();
+                                }
+                            }
+                        }
+                        if prm.window.is_none() && gap > 0.0 {
+                            // Open-loop arrivals on a schedule: the k-th post is due at
+                            // k * gap. Wait by sleeping/yielding, never by spinning, so the
+                            // producers leave the CPUs to the consumers (there are more
+                            // threads than CPUs here).
+                            let due = t0 + Duration::from_nanos((k as f64 * gap) as u64);
+                            loop {
+                                let now = Instant::now();
+                                if now >= due {
+                                    break;
+                                }
+                                if due - now > Duration::from_micros(200) {
+                                    std::thread::sleep(due - now - Duration::from_micros(100));
+                                } else {
                                     std::thread::yield_now();
                                 }
                             }
@@ -371,9 +403,7 @@ fn run_once<S: Structure>(s: &S, prm: &Params) -> RunResult {
                                     std::thread::yield_now();
                                 }
                             }
-                            Arrival::Uniform => prm.spinner.spin_ns(prm.gap_ns),
-                            Arrival::Nonuniform if !fast => prm.spinner.spin_ns(prm.gap_ns),
-                            Arrival::Nonuniform => {}
+                            Arrival::Uniform | Arrival::Nonuniform => {}
                         }
                     }
                     (t0.elapsed(), S::producer_overflow(&me))
@@ -556,19 +586,66 @@ fn params(
     arrival: Arrival,
 ) -> Params {
     let service_ns = service_mult * op_ns;
-    // Offered load: producers * (1/gap) = load * consumers / (service + op).
-    let per_task = service_ns + op_ns;
-    let gap_ns = args.producers as f64 * per_task / (args.consumers as f64 * args.load.max(0.01));
-    Params {
+    let mut prm = Params {
         producers: args.producers.max(1),
         consumers: args.consumers.max(1),
         service_ns,
-        gap_ns,
+        gap_ns: 0.0,
+        fast_gap_ns: 0.0,
         arrival,
         tasks: args.tasks,
         window: None,
         spinner,
+    };
+    if matches!(arrival, Arrival::Uniform | Arrival::Nonuniform) {
+        // Offered load relative to the *measured* capacity of this thread layout (with more
+        // threads than CPUs, time slicing, not the queue operation, bounds the service rate):
+        // saturate the Global FIFO with a window of outstanding tasks and time it.
+        let mut cal = Params {
+            window: Some(32),
+            arrival: Arrival::Uniform,
+            ..prm
+        };
+        cal.tasks = args.tasks.min(50_000);
+        let capacity_per_ns = median(
+            (0..3)
+                .map(|_| {
+                    let set = Config::global_fifo(cal.consumers)
+                        .build::<Task>()
+                        .expect("Global:Global is valid");
+                    run_once(&set, &cal).served_per_ms / 1e6
+                })
+                .collect(),
+        );
+        let rate = args.load.max(0.01) * capacity_per_ns; // tasks per ns, all producers
+        let p = prm.producers as f64;
+        let (gap, fast_gap) = match arrival {
+            Arrival::Nonuniform => {
+                let fast = (0..prm.producers)
+                    .filter(|id| id % prm.consumers == 0)
+                    .count() as f64;
+                let f = args.fast_factor.max(1.0);
+                let slow_rate = rate / ((p - fast) + f * fast);
+                (1.0 / slow_rate, 1.0 / (slow_rate * f))
+            }
+            _ => (p / rate, p / rate),
+        };
+        prm.gap_ns = gap;
+        prm.fast_gap_ns = fast_gap;
+        println!(
+            "(offered load {:.2} of the measured capacity {:.0} tasks/ms: gap {:.0} ns{})",
+            args.load,
+            capacity_per_ns * 1e6,
+            gap,
+            if arrival == Arrival::Nonuniform {
+                format!(", fast set {fast_gap:.0} ns")
+            } else {
+                String::new()
+            }
+        );
+        println!();
     }
+    prm
 }
 
 fn matrix_rows() -> Vec<Row> {
