@@ -118,7 +118,17 @@ impl CpuSet {
     /// assert_eq!(s.iter().collect::<Vec<_>>(), vec![1, 3]);
     /// ```
     pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
-        (0..MAX_CPUS).filter(move |&c| self.contains(c))
+        self.words.iter().enumerate().flat_map(|(i, &w)| {
+            let mut bits = w;
+            std::iter::from_fn(move || {
+                if bits == 0 {
+                    return None;
+                }
+                let b = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                Some(i * 64 + b)
+            })
+        })
     }
 
     /// The CPUs in increasing order, collected.
@@ -177,6 +187,10 @@ impl fmt::Debug for CpuSet {
 }
 
 /// Error parsing a CPU list such as `0-3,8`.
+///
+/// ```
+/// assert!("7-3".parse::<partita_protocol::CpuSet>().is_err());
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid CPU list {input:?}: {reason}")]
 pub struct CpuListError {

@@ -8,7 +8,8 @@
 //! - [`wire`]: the socket messages (length-prefixed frames, every field validated);
 //! - [`page`]: the control page layout, its seqlock and futex;
 //! - [`cpuset`]: the CPU bitset both sides exchange;
-//! - [`sys`]: fd passing, peer credentials, pidfd (the crate's only `unsafe`).
+//! - [`sys`]: fd passing, peer credentials, pidfd (the crate's only `unsafe`);
+//! - `seqlock`: the page's seqlock over plain atomics, model-checked with loom.
 //!
 //! ```
 //! use partita_protocol::{page::PageMap, CpuSet};
@@ -20,8 +21,12 @@
 //! assert_eq!(app.manager.read().target, 2);
 //! ```
 
+#![cfg_attr(loom, allow(dead_code))] // Under loom only the seqlock model is built.
+
 pub mod cpuset;
+#[cfg(not(loom))]
 pub mod page;
+mod seqlock;
 pub mod sys;
 pub mod wire;
 

@@ -16,10 +16,11 @@
 //! on it ([`ManagerSide::wait_for_change`]). Wakes are advisory: the epoch is the truth.
 
 use crate::cpuset::{CpuSet, CPUSET_WORDS};
+use crate::seqlock;
 use crate::sys;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Magic number at the start of every control page ("PARTITA1" little-endian-ish).
@@ -30,6 +31,11 @@ pub const LAYOUT_VERSION: u32 = 1;
 pub const PAGE_SIZE: usize = 4096;
 
 /// Written once by the manager before the page is sent.
+///
+/// ```
+/// let p = partita_protocol::page::PageMap::create(3, 2).unwrap();
+/// assert_eq!(p.header.magic.load(std::sync::atomic::Ordering::Relaxed), partita_protocol::page::PAGE_MAGIC);
+/// ```
 #[repr(C, align(64))]
 #[derive(Debug)]
 pub struct Header {
@@ -44,6 +50,11 @@ pub struct Header {
 }
 
 /// The manager → application half.
+///
+/// ```
+/// let p = partita_protocol::page::PageMap::create(3, 2).unwrap();
+/// assert_eq!(p.manager.target.load(std::sync::atomic::Ordering::Relaxed), 2);
+/// ```
 #[repr(C, align(64))]
 #[derive(Debug)]
 pub struct ManagerSide {
@@ -63,6 +74,11 @@ pub struct ManagerSide {
 }
 
 /// The application → manager half.
+///
+/// ```
+/// let p = partita_protocol::page::PageMap::create(3, 2).unwrap();
+/// p.app.demand.store(1, std::sync::atomic::Ordering::Relaxed);
+/// ```
 #[repr(C, align(64))]
 #[derive(Debug)]
 pub struct AppSide {
@@ -99,6 +115,12 @@ pub struct ControlPage {
 const _: () = assert!(std::mem::size_of::<ControlPage>() <= PAGE_SIZE);
 
 /// A consistent view of the manager half.
+///
+/// ```
+/// let p = partita_protocol::page::PageMap::create(3, 2).unwrap();
+/// let a: partita_protocol::page::Allocation = p.manager.read();
+/// assert!(!a.partition_only);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Allocation {
     /// The epoch the view was taken at (even).
@@ -124,14 +146,7 @@ impl ManagerSide {
     /// assert_eq!(a.epoch, 2);
     /// ```
     pub fn publish(&self, target: u32, cpus: &CpuSet) {
-        let e = self.epoch.load(Ordering::Relaxed);
-        self.epoch.store(e.wrapping_add(1), Ordering::Relaxed);
-        fence(Ordering::Release);
-        self.target.store(target, Ordering::Relaxed);
-        for (slot, w) in self.cpus.iter().zip(cpus.words()) {
-            slot.store(*w, Ordering::Relaxed);
-        }
-        self.epoch.store(e.wrapping_add(2), Ordering::Release);
+        seqlock::write(&self.epoch, &self.target, &self.cpus, target, cpus.words());
         self.wake.fetch_add(1, Ordering::Release);
         sys::futex_wake(&self.wake, i32::MAX);
     }
@@ -143,28 +158,19 @@ impl ManagerSide {
     /// assert_eq!(page.manager.read().target, 4);
     /// ```
     pub fn read(&self) -> Allocation {
+        let mut words = [0u64; CPUSET_WORDS];
         loop {
-            let e1 = self.epoch.load(Ordering::Acquire);
-            if e1 % 2 == 1 {
-                std::hint::spin_loop();
-                continue;
-            }
-            let target = self.target.load(Ordering::Relaxed);
-            let mut words = [0u64; CPUSET_WORDS];
-            for (w, slot) in words.iter_mut().zip(&self.cpus) {
-                *w = slot.load(Ordering::Relaxed);
-            }
-            let partition_only = self.partition_only.load(Ordering::Relaxed) != 0;
-            fence(Ordering::Acquire);
-            let e2 = self.epoch.load(Ordering::Relaxed);
-            if e1 == e2 {
+            if let Some((epoch, target)) =
+                seqlock::try_read(&self.epoch, &self.target, &self.cpus, &mut words)
+            {
                 return Allocation {
-                    epoch: e1,
+                    epoch,
                     target,
                     cpus: CpuSet::from_words(words),
-                    partition_only,
+                    partition_only: self.partition_only.load(Ordering::Acquire) != 0,
                 };
             }
+            std::hint::spin_loop();
         }
     }
 
@@ -184,6 +190,11 @@ impl ManagerSide {
 }
 
 /// A mapped control page (either side). Dereferences to [`ControlPage`]; unmaps on drop.
+///
+/// ```
+/// let p = partita_protocol::page::PageMap::create(1, 1).unwrap();
+/// assert_eq!(p.header.app_id.load(std::sync::atomic::Ordering::Relaxed), 1);
+/// ```
 #[derive(Debug)]
 pub struct PageMap {
     map: sys::Mapping,
@@ -191,6 +202,11 @@ pub struct PageMap {
 }
 
 /// Why a received page was refused.
+///
+/// ```
+/// let e = partita_protocol::page::PageError::Layout(9);
+/// assert!(e.to_string().contains("layout 9"));
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum PageError {
     /// A system call failed.

@@ -194,6 +194,11 @@ impl ErrorCode {
 }
 
 /// Why a frame could not be decoded.
+///
+/// ```
+/// let e = partita_protocol::wire::ClientMessage::decode(&[]).unwrap_err();
+/// assert_eq!(e, partita_protocol::wire::DecodeError::Empty);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
     /// The payload ended before a field.
