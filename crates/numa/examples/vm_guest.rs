@@ -425,7 +425,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn bench() -> Result<String, String> {
     const N: usize = 512;
-    const REPS: usize = 9;
+    const REPS: usize = 5;
     let v =
         NodeVec::from_fn(N * words_per_page(), Placement::FirstTouchOn(0), pattern).map_err(e)?;
     let addrs: Vec<usize> = v.pages().ok_or("no pages")?.page_addresses().collect();
@@ -436,29 +436,37 @@ fn bench() -> Result<String, String> {
     for batch in [1usize, 2, 4, 8, 16, 32, 64, 128, 256, 512] {
         let (mut raw, mut wrap) = (Vec::new(), Vec::new());
         for _ in 0..REPS {
-            // Alternate raw and wrapper moves so both see the same machine state.
-            node ^= 1;
-            let nodes = vec![node as libc::c_int; batch];
-            let t = Instant::now();
-            for (chunk, st) in ptrs.chunks(batch).zip(status.chunks_mut(batch)) {
-                if raw_move(chunk, &nodes[..chunk.len()], st) < 0 {
-                    return Err(format!(
-                        "raw move_pages failed: {}",
-                        std::io::Error::last_os_error()
-                    ));
+            // Each side moves the pages once in each direction per repetition, and the order
+            // alternates (raw, wrapper, wrapper, raw), so neither gets the cheaper direction
+            // or the warmer machine state.
+            let (mut r_ns, mut w_ns) = (0.0, 0.0);
+            for use_raw in [true, false, false, true] {
+                node ^= 1;
+                let t = Instant::now();
+                if use_raw {
+                    let nodes = vec![node as libc::c_int; batch];
+                    for (chunk, st) in ptrs.chunks(batch).zip(status.chunks_mut(batch)) {
+                        if raw_move(chunk, &nodes[..chunk.len()], st) < 0 {
+                            return Err(format!(
+                                "raw move_pages failed: {}",
+                                std::io::Error::last_os_error()
+                            ));
+                        }
+                    }
+                    r_ns += t.elapsed().as_nanos() as f64;
+                    if status.iter().any(|s| *s != node as i32) {
+                        return Err(format!("raw move to {node} left pages elsewhere"));
+                    }
+                } else {
+                    let st = move_pages_to(&addrs, node, batch, MoveScope::Exclusive).map_err(e)?;
+                    w_ns += t.elapsed().as_nanos() as f64;
+                    if count_on(&st, node) != N {
+                        return Err(format!("wrapper move to {node} left pages elsewhere"));
+                    }
                 }
             }
-            raw.push(t.elapsed().as_nanos() as f64 / N as f64);
-            if status.iter().any(|s| *s != node as i32) {
-                return Err(format!("raw move to {node} left pages elsewhere"));
-            }
-            node ^= 1;
-            let t = Instant::now();
-            let st = move_pages_to(&addrs, node, batch, MoveScope::Exclusive).map_err(e)?;
-            wrap.push(t.elapsed().as_nanos() as f64 / N as f64);
-            if count_on(&st, node) != N {
-                return Err(format!("wrapper move to {node} left pages elsewhere"));
-            }
+            raw.push(r_ns / (2 * N) as f64);
+            wrap.push(w_ns / (2 * N) as f64);
         }
         let (r, w) = (median(raw), median(wrap));
         println!(

@@ -146,3 +146,24 @@ impl From<NumaError> for io::Error {
 /// assert_eq!(f().unwrap(), 1);
 /// ```
 pub type Result<T> = std::result::Result<T, NumaError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enosys_means_no_numa_support() {
+        let e = NumaError::from_os("mbind", io::Error::from_raw_os_error(libc::ENOSYS));
+        assert!(matches!(e, NumaError::NoNumaSupport { call: "mbind" }));
+        assert_eq!(io::Error::from(e).kind(), io::ErrorKind::Unsupported);
+        let e = NumaError::from_os("move_pages", io::Error::from_raw_os_error(libc::EPERM));
+        assert!(matches!(
+            e,
+            NumaError::Os {
+                call: "move_pages",
+                ..
+            }
+        ));
+        assert!(e.to_string().starts_with("move_pages failed"), "{e}");
+    }
+}
