@@ -104,6 +104,9 @@ pub(crate) struct Registry {
     counters: Box<[CachePadded<WorkerCounters>]>,
     /// Worker 0 is a user thread (`use_current_thread`): it never runs the main loop.
     borrowed_thread0: bool,
+    /// When each worker was last suspended (ns since `started`), for `suspended_time`.
+    suspended_at: Box<[AtomicU64]>,
+    started: Instant,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -223,6 +226,8 @@ impl Registry {
             },
             counters: (0..n).map(|_| CachePadded::default()).collect(),
             borrowed_thread0: builder.use_current_thread,
+            suspended_at: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            started: Instant::now(),
         });
 
         let t1000 = Terminator(&registry);
@@ -469,8 +474,22 @@ impl Registry {
             }
         } else if t < old {
             for i in t..n {
-                self.sleep.notify_target_lowered(i);
+                if self.sleep.suspend_sleeper(i) {
+                    self.suspended(i);
+                }
             }
+        }
+    }
+
+    /// Bookkeeping of worker `index` leaving the active set (its deque is empty).
+    fn suspended(&self, index: usize) {
+        self.suspended_at[index].store(self.started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.control.active.fetch_sub(1, Ordering::SeqCst);
+        self.ready.set_active(index, false);
+        // Its ready queue now belongs to an active worker: make sure one is awake if it (or
+        // the tasks just handed over) holds anything.
+        if self.ready.len() > 0 {
+            self.sleep.new_jobs(true);
         }
     }
 
@@ -828,6 +847,7 @@ impl WorkerThread {
         let started = Instant::now();
         let mut searching = sleep.start_searching();
         let mut rounds = 0;
+        let mut suspended = 0u64;
         let found = loop {
             if self.idle_should_stop(latch, safe_point) {
                 break None;
@@ -853,6 +873,11 @@ impl WorkerThread {
                     searching = sleep.start_searching();
                 }
                 Slept::Woken => searching = true,
+                Slept::Suspended => {
+                    // Suspended in place by a target change; wait until resumed.
+                    suspended += self.wait_suspended();
+                    searching = false;
+                }
             }
             rounds = 0;
         };
@@ -860,10 +885,8 @@ impl WorkerThread {
             // We were the last searcher and work remains: hand the search to a sleeper.
             sleep.wake_any();
         }
-        bump(
-            &self.counters().idle_ns,
-            started.elapsed().as_nanos() as u64,
-        );
+        let idle = (started.elapsed().as_nanos() as u64).saturating_sub(suspended);
+        bump(&self.counters().idle_ns, idle);
         found
     }
 
@@ -894,28 +917,30 @@ impl WorkerThread {
         while let Some(job) = self.worker.pop() {
             reg.ready.post_from(&self.queues, job);
         }
-        reg.control.active.fetch_sub(1, Ordering::SeqCst);
-        reg.ready.set_active(self.index, false);
-        // Our queue now belongs to an active worker: make sure one is awake if it (or the
-        // tasks just handed over) holds anything.
-        if reg.ready.len() > 0 {
-            reg.sleep.new_jobs(true);
-        }
+        reg.suspended(self.index);
+        self.wait_suspended();
+    }
+
+    /// Second half of a suspension (ours, or one done in place while we slept): park until
+    /// the target includes us again, a broadcast job is for us, or the pool terminates.
+    /// Returns the nanoseconds spent suspended.
+    fn wait_suspended(&self) -> u64 {
+        let reg = &*self.registry;
         bump(&self.counters().parks, 1);
-        let started = Instant::now();
         let terminate = &reg.thread_infos[self.index].terminate;
         reg.sleep.suspend(self.index, || {
             terminate.probe() || !self.broadcast.is_empty() || !self.should_suspend()
         });
         reg.control.active.fetch_add(1, Ordering::SeqCst);
         reg.ready.set_active(self.index, true);
-        bump(
-            &self.counters().suspended_ns,
-            started.elapsed().as_nanos() as u64,
-        );
+        let since = reg.suspended_at[self.index].load(Ordering::Relaxed);
+        let now = reg.started.elapsed().as_nanos() as u64;
+        let spent = now.saturating_sub(since);
+        bump(&self.counters().suspended_ns, spent);
         if !self.should_suspend() {
             bump(&self.counters().unparks, 1);
         }
+        spent
     }
 }
 

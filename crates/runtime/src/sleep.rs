@@ -8,8 +8,10 @@
 //! `Sleeping { safe_point }` or `Suspended`.
 //!
 //! *Searching is bounded.* An idle worker becomes a searcher only while
-//! `searchers < max_searchers` (half the pool, at least one); otherwise it goes straight to
-//! sleep. A searcher spins for [`SPIN_ROUNDS`] rounds (yielding the CPU each round), then
+//! `searchers < max_searchers` (half the pool, at least two); otherwise it goes straight to
+//! sleep. (At least two: with one searcher in a 2-worker pool, the second worker slept at
+//! once after every region and each `join` paid a futex wake — 3× slower than rayon-core on
+//! the short-regions benchmark; see docs/bench/runtime.md.) A searcher spins for [`SPIN_ROUNDS`] rounds (yielding the CPU each round), then
 //! sleeps. So an idle pool costs one futex wait per worker and nothing afterwards.
 //!
 //! *Posting a job* (pushing to a deque, injecting into the ready queues, setting a latch):
@@ -88,6 +90,10 @@ pub(crate) enum Slept {
     Declined,
     /// Slept and was woken; the waker counted the worker as a searcher.
     Woken,
+    /// Slept at a safe point and was suspended there by a target change
+    /// ([`Sleep::suspend_sleeper`]); no longer counted. The worker must finish the suspension
+    /// (wait for its resume predicate) before doing anything else.
+    Suspended,
 }
 
 /// Sleep and wake-up bookkeeping for one pool.
@@ -109,7 +115,7 @@ impl Sleep {
     pub(crate) fn new(n_threads: usize) -> Sleep {
         Sleep {
             counters: CachePadded::new(AtomicU64::new(0)),
-            max_searchers: (n_threads as u64 / 2).max(1),
+            max_searchers: (n_threads as u64 / 2).max(2),
             workers: (0..n_threads)
                 .map(|_| {
                     CachePadded::new(WorkerSleep {
@@ -180,7 +186,11 @@ impl Sleep {
         while matches!(*st, State::Sleeping { .. }) {
             st = wait(&w.cond, st);
         }
-        Slept::Woken
+        if *st == State::Suspended {
+            Slept::Suspended
+        } else {
+            Slept::Woken
+        }
     }
 
     /// A job was published. `shared`: it is visible only through shared queues (not the
@@ -212,19 +222,23 @@ impl Sleep {
     fn try_wake(&self, w: &WorkerSleep) -> bool {
         let mut st = lock(&w.state);
         if let State::Sleeping { .. } = *st {
-            self.wake_locked(w, &mut st);
+            self.mark_woken(w, &mut st);
+            drop(st);
+            // Notify after unlocking, so the sleeper does not wake into a held mutex. The
+            // state (not the notification) carries the wake, so this order loses nothing.
+            w.cond.notify_one();
             true
         } else {
             false
         }
     }
 
-    fn wake_locked(&self, w: &WorkerSleep, st: &mut State) {
+    /// Turn a sleeper into a searcher (under its mutex); the caller notifies.
+    fn mark_woken(&self, w: &WorkerSleep, st: &mut State) {
         *st = State::Awake;
         w.sleeping.store(false, Ordering::Relaxed);
         self.counters
             .fetch_add(SEARCHER.wrapping_sub(SLEEPER), Ordering::SeqCst);
-        w.cond.notify_one();
     }
 
     /// Something worker `index` waits for happened (its latch, a broadcast job for it,
@@ -232,20 +246,35 @@ impl Sleep {
     pub(crate) fn notify_worker(&self, index: usize) {
         let w = &self.workers[index];
         let mut st = lock(&w.state);
-        match *st {
-            State::Sleeping { .. } => self.wake_locked(w, &mut st),
-            State::Suspended => w.cond.notify_one(),
-            State::Awake => {}
+        let notify = match *st {
+            State::Sleeping { .. } => {
+                self.mark_woken(w, &mut st);
+                true
+            }
+            State::Suspended => true,
+            State::Awake => false,
+        };
+        drop(st);
+        if notify {
+            w.cond.notify_one();
         }
     }
 
-    /// The target dropped below `index`: wake the worker if it sleeps at a safe point so that
-    /// it suspends now (sleeping inside a job it will suspend at its next safe point).
-    pub(crate) fn notify_target_lowered(&self, index: usize) {
+    /// The target dropped below `index`: if the worker sleeps at a safe point, suspend it
+    /// where it is, without waking it (it holds no task: it went to sleep after finding no
+    /// work, and only its owner pushes to its deque). Returns true if it did; the caller
+    /// then does the suspension's bookkeeping. A worker sleeping inside a job, or running,
+    /// suspends itself at its next safe point instead.
+    pub(crate) fn suspend_sleeper(&self, index: usize) -> bool {
         let w = &self.workers[index];
         let mut st = lock(&w.state);
         if let State::Sleeping { safe_point: true } = *st {
-            self.wake_locked(w, &mut st);
+            *st = State::Suspended;
+            w.sleeping.store(false, Ordering::Relaxed);
+            self.counters.fetch_sub(SLEEPER, Ordering::SeqCst);
+            true
+        } else {
+            false
         }
     }
 
@@ -265,6 +294,88 @@ impl Sleep {
     pub(crate) fn snapshot(&self) -> (usize, usize) {
         let c = self.counters.load(Ordering::Relaxed);
         (sleepers(c) as usize, searchers(c) as usize)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod unit_tests {
+    use super::*;
+
+    #[test]
+    fn searchers_are_bounded_to_half_the_pool() {
+        let s = Sleep::new(8);
+        for _ in 0..4 {
+            assert!(s.start_searching());
+        }
+        assert!(!s.start_searching(), "a fifth searcher in a pool of 8");
+        assert!(!s.stop_searching()); // nobody sleeps: nothing to hand over
+        assert!(s.start_searching());
+        assert_eq!(s.snapshot(), (0, 4));
+        // Small pools: at least two may search.
+        let two = Sleep::new(2);
+        assert!(two.start_searching());
+        assert!(two.start_searching());
+        assert!(!two.start_searching());
+    }
+
+    #[test]
+    fn sleeper_registration_converts_a_searcher() {
+        let s = Sleep::new(2);
+        assert!(s.start_searching());
+        // The re-check finds work: the worker is neither searcher nor sleeper afterwards.
+        assert_eq!(s.sleep(0, true, true, || true), Slept::Declined);
+        assert_eq!(s.snapshot(), (0, 0));
+    }
+
+    #[test]
+    fn sleeper_at_safe_point_is_suspended_in_place() {
+        let s = std::sync::Arc::new(Sleep::new(2));
+        let resume = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let t = {
+            let (s, resume) = (s.clone(), resume.clone());
+            std::thread::spawn(move || {
+                let r = s.sleep(1, false, true, || false);
+                s.suspend(1, || resume.load(Ordering::SeqCst));
+                r
+            })
+        };
+        while s.snapshot() != (1, 0) {
+            std::thread::yield_now();
+        }
+        assert!(s.suspend_sleeper(1));
+        assert_eq!(s.snapshot(), (0, 0));
+        // A job posted now does not wake a suspended worker.
+        assert!(!s.wake_any());
+        resume.store(true, Ordering::SeqCst);
+        s.notify_worker(1);
+        assert_eq!(t.join().unwrap(), Slept::Suspended);
+        // Sleeping inside a job (not a safe point) is never suspended in place.
+        let t = {
+            let s = s.clone();
+            std::thread::spawn(move || s.sleep(0, false, false, || false))
+        };
+        while s.snapshot() != (1, 0) {
+            std::thread::yield_now();
+        }
+        assert!(!s.suspend_sleeper(0));
+        s.notify_worker(0);
+        assert_eq!(t.join().unwrap(), Slept::Woken);
+    }
+
+    #[test]
+    fn post_wakes_a_sleeper_when_nobody_searches() {
+        let s = std::sync::Arc::new(Sleep::new(2));
+        let t = {
+            let s = s.clone();
+            std::thread::spawn(move || s.sleep(1, false, true, || false))
+        };
+        while s.snapshot() != (1, 0) {
+            std::thread::yield_now();
+        }
+        s.new_jobs(true);
+        assert_eq!(t.join().unwrap(), Slept::Woken);
+        // The woken worker is counted as a searcher by its waker.
+        assert_eq!(s.snapshot(), (0, 1));
     }
 }
 
@@ -307,6 +418,7 @@ mod tests {
             match sleep.sleep(index, searching, true, recheck) {
                 Slept::Declined => searching = sleep.start_searching(),
                 Slept::Woken => searching = true,
+                Slept::Suspended => unreachable!("no target changes in this model"),
             }
         }
     }
@@ -351,6 +463,46 @@ mod tests {
             w1.join().unwrap();
             assert_eq!(taken.load(Ordering::SeqCst), 1);
             assert_eq!(sleep.snapshot(), (0, 0));
+        });
+    }
+
+    /// A target change races with a worker going to sleep at a safe point: it may be
+    /// suspended in place, resumed, and finally released; it never stays blocked.
+    #[test]
+    fn loom_suspend_in_place_then_resume() {
+        loom::model(|| {
+            let sleep = Arc::new(Sleep::new(2));
+            let target = Arc::new(LUsize::new(2));
+            let done = Arc::new(LBool::new(false));
+            let w = {
+                let (sleep, target, done) = (sleep.clone(), target.clone(), done.clone());
+                thread::spawn(move || {
+                    let resume =
+                        || 1 < target.load(Ordering::SeqCst) || done.load(Ordering::SeqCst);
+                    loop {
+                        if done.load(Ordering::SeqCst) {
+                            return;
+                        }
+                        if target.load(Ordering::SeqCst) <= 1 {
+                            sleep.suspend(1, resume);
+                            continue;
+                        }
+                        let recheck =
+                            || done.load(Ordering::SeqCst) || target.load(Ordering::SeqCst) <= 1;
+                        if sleep.sleep(1, false, true, recheck) == Slept::Suspended {
+                            sleep.suspend(1, resume);
+                        }
+                    }
+                })
+            };
+            // Lower the target (suspending the sleeper in place if it sleeps), raise it, finish.
+            target.store(1, Ordering::SeqCst);
+            let _ = sleep.suspend_sleeper(1);
+            target.store(2, Ordering::SeqCst);
+            sleep.notify_worker(1);
+            done.store(true, Ordering::SeqCst);
+            sleep.notify_worker(1);
+            w.join().unwrap();
         });
     }
 

@@ -176,3 +176,19 @@ fn idle_time_is_counted() {
     pool.install(|| ());
     assert!(pool.registry.idle_ns() > 0);
 }
+
+#[test]
+fn idle_workers_fall_asleep() {
+    let pool = ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+    pool.install(|| crate::join(|| (), || ()));
+    // Idle workers search briefly, then all of them sleep (none left spinning).
+    let start = Instant::now();
+    while pool.registry.sleep.snapshot() != (3, 0) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{:?}",
+            pool.registry.sleep.snapshot()
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
