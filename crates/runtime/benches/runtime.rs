@@ -216,6 +216,47 @@ fn benches(c: &mut Criterion) {
     });
     g.finish();
 
+    // Which ready-queue policy pair carries injected work best: the same regions workload,
+    // plus 10^4 spawns posted from outside the pool, for a few compatible pairs.
+    use partita_runtime::{DequeuePolicy as D, EnqueuePolicy as E};
+    let pairs = [
+        (E::Sequential, D::Sequential),
+        (E::PrimaryRandom, D::PrimarySequential),
+        (E::Random, D::Random),
+        (E::Static, D::PrimarySequential),
+        (E::Global, D::Global),
+    ];
+    let mut g = c.benchmark_group("ready_queue_policies");
+    g.sample_size(10);
+    for (e, d) in pairs {
+        let pool = partita_runtime::ThreadPoolBuilder::new()
+            .num_threads(THREADS)
+            .process_control(partita_runtime::ProcessControl::Manual)
+            .ready_queues(e, d)
+            .build()
+            .expect("valid pair");
+        let name = format!("{e:?}/{d:?}");
+        g.bench_function(BenchmarkId::new("regions_1000", &name), |b| {
+            b.iter(|| (0..1000).fold(0, |a, _| a ^ pool.install(partita_algo::region)))
+        });
+        g.bench_function(BenchmarkId::new("external_spawns_1e4", &name), |b| {
+            b.iter(|| {
+                let left = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(10_000));
+                let (tx, rx) = std::sync::mpsc::channel();
+                for _ in 0..10_000 {
+                    let (left, tx) = (left.clone(), tx.clone());
+                    pool.spawn(move || {
+                        if left.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1 {
+                            tx.send(()).expect("receiver alive");
+                        }
+                    });
+                }
+                rx.recv().expect("all spawns ran")
+            })
+        });
+    }
+    g.finish();
+
     // Reaction time as a criterion group too (mean of a full 2→1→2 round trip).
     let mut g = c.benchmark_group("set_target_2_1_2");
     g.sample_size(20);
