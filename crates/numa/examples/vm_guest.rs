@@ -272,6 +272,55 @@ fn fault_sampling() -> Result<String, String> {
     Ok("32 sampled faults, node-1 thread's 16 attributed to node 1".into())
 }
 
+/// The policy end to end: access hints from two nodes → plan → batched migrations.
+fn policy_driver() -> Result<String, String> {
+    use partita_numa::counters::AccessHints;
+    use partita_numa::driver::Migrator;
+    use partita_numa::policy::{Action, Params};
+    let ps = page_size();
+    let v =
+        NodeVec::from_fn(48 * words_per_page(), Placement::FirstTouchOn(0), pattern).map_err(e)?;
+    let r = v.pages().ok_or("no pages")?;
+    let mut hints = AccessHints::new(r.start(), r.len(), 2, 1, 0);
+    for _ in 0..200 {
+        hints.touch(r.start(), 16 * ps, 1, false, 0); // pages 0..16: node 1 only
+        hints.touch(r.start() + 16 * ps, 16 * ps, 0, false, 0); // 16..32: node 0 (local)
+        hints.touch(r.start() + 32 * ps, 16 * ps, 0, false, 0); // 32..48: read by both
+        hints.touch(r.start() + 32 * ps, 16 * ps, 1, false, 0);
+    }
+    let mut m = Migrator::new(r, Params::default()).map_err(e)?;
+    let plan = m.plan(hints.table(), 1_000_000_000, false);
+    let migrations = plan
+        .iter()
+        .filter(|(_, a)| matches!(a, Action::Migrate { to: 1 }))
+        .count();
+    let replications = plan
+        .iter()
+        .filter(|(_, a)| matches!(a, Action::Replicate { on: 1 }))
+        .count();
+    if migrations != 16 || replications != 16 || plan.len() != 32 {
+        return Err(format!(
+            "plan: {migrations} migrations, {replications} replications, {plan:?}"
+        ));
+    }
+    let done = m
+        .apply(&plan, hints.table_mut(), 1_000_000_000)
+        .map_err(e)?;
+    if done.migrated != 16 || done.failed != 0 || done.not_executed != 16 {
+        return Err(format!("applied {done:?}"));
+    }
+    let st = v.page_nodes().map_err(e)?;
+    all_on("hot on node 1", &st[..16], 1)?;
+    all_on("local to node 0", &st[16..], 0)?;
+    if !v.iter().enumerate().all(|(i, x)| *x == pattern(i)) {
+        return Err("data changed".into());
+    }
+    Ok(
+        "hints -> plan (16 migrate, 16 replicate) -> 16 pages moved to node 1 with move_pages"
+            .into(),
+    )
+}
+
 /// Invariant 5 on a real two-node kernel: arbitrary (range, node, flags) never crash or
 /// corrupt memory; each call succeeds or returns an error.
 fn wrapper_fuzz() -> Result<String, String> {
@@ -425,7 +474,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn bench() -> Result<String, String> {
     const N: usize = 512;
-    const REPS: usize = 5;
+    const REPS: usize = 4;
     let v =
         NodeVec::from_fn(N * words_per_page(), Placement::FirstTouchOn(0), pattern).map_err(e)?;
     let addrs: Vec<usize> = v.pages().ok_or("no pages")?.page_addresses().collect();
@@ -500,6 +549,7 @@ fn main() {
     c.check("migrate_pages", whole_process());
     c.check("replicated", replicated());
     c.check("fault_sampling", fault_sampling());
+    c.check("policy_driver", policy_driver());
     c.check("typed_errors", errors());
     c.check("wrapper_fuzz", wrapper_fuzz());
     c.check("move_pages_bench", bench());

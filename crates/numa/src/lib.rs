@@ -24,6 +24,7 @@ mod sys;
 mod topology;
 
 pub mod counters;
+pub mod driver;
 pub mod placement;
 pub mod policy;
 pub mod replicated;

@@ -61,7 +61,7 @@ fn parse(log: &str) -> Report {
     r
 }
 
-const REQUIRED: [&str; 13] = [
+const REQUIRED: [&str; 14] = [
     "topology",
     "move_round_trip",
     "partial_move",
@@ -72,6 +72,7 @@ const REQUIRED: [&str; 13] = [
     "migrate_pages",
     "replicated",
     "fault_sampling",
+    "policy_driver",
     "typed_errors",
     "wrapper_fuzz",
     "move_pages_bench",
@@ -125,6 +126,7 @@ PARTITA-NUMA CHECK first_touch PASS ok
 PARTITA-NUMA CHECK migrate_pages PASS ok
 PARTITA-NUMA CHECK replicated PASS ok
 PARTITA-NUMA CHECK fault_sampling PASS ok
+PARTITA-NUMA CHECK policy_driver PASS ok
 PARTITA-NUMA CHECK typed_errors PASS ok
 PARTITA-NUMA CHECK wrapper_fuzz PASS ok
 PARTITA-NUMA BENCH batch=1 pages=512 raw_ns_per_page=300 wrapper_ns_per_page=310
@@ -138,7 +140,7 @@ PARTITA-NUMA BENCH batch=128 pages=512 raw_ns_per_page=60 wrapper_ns_per_page=60
 PARTITA-NUMA BENCH batch=256 pages=512 raw_ns_per_page=60 wrapper_ns_per_page=60
 [   9.9] random kernel line PARTITA-NUMA BENCH batch=512 pages=512 raw_ns_per_page=58 wrapper_ns_per_page=58
 PARTITA-NUMA CHECK move_pages_bench PASS ok
-PARTITA-NUMA DONE checks=13 failed=0
+PARTITA-NUMA DONE checks=14 failed=0
 PARTITA-NUMA-VM EXIT 0
 ";
 
@@ -176,8 +178,8 @@ fn parser_rejects_an_unfinished_guest() {
 #[test]
 fn parser_rejects_an_extra_failed_check() {
     let log = GOOD.replace(
-        "PARTITA-NUMA DONE checks=13",
-        "PARTITA-NUMA CHECK new_thing FAIL boom\nPARTITA-NUMA DONE checks=14",
+        "PARTITA-NUMA DONE checks=14",
+        "PARTITA-NUMA CHECK new_thing FAIL boom\nPARTITA-NUMA DONE checks=15",
     );
     let v = verdict(&parse(&log));
     assert!(v.iter().any(|p| p.contains("new_thing")), "{v:?}");

@@ -228,3 +228,26 @@ fn fault_sampler_counts_first_access_per_armed_page() {
     // After the sampler is gone every page is accessible again and the data is intact.
     assert!(v.iter().step_by(wp).all(|x| x.load(Ordering::Relaxed) == 1));
 }
+
+#[test]
+fn migrator_plans_and_moves_on_this_machine() {
+    use partita_numa::driver::Migrator;
+    use partita_numa::policy::{Action, CounterTable, Params};
+    let n = first_node();
+    let v = NodeVec::from_fn(8 * page_size(), Placement::Node(n), |_| 5u8).unwrap();
+    let mut m = Migrator::new(v.pages().unwrap(), Params::with_trigger(4)).unwrap();
+    let nodes = online_nodes().max().unwrap() as usize + 1;
+    let mut t = CounterTable::new(8, nodes, 0);
+    for _ in 0..10 {
+        t.record(3, n as usize, false, 0);
+    }
+    // Hot only on the node that already holds it: nothing to do.
+    assert!(m.plan(&t, 0, false).is_empty());
+    // A forced plan to the same node goes through move_pages and clears the page's counters.
+    let done = m
+        .apply(&[(3, Action::Migrate { to: n as usize })], &mut t, 0)
+        .unwrap();
+    assert_eq!((done.migrated, done.failed), (1, 0));
+    assert!(t.counters(3, 0).misses.iter().all(|c| *c == 0));
+    assert!(v.iter().all(|x| *x == 5));
+}
