@@ -7,7 +7,7 @@ cd "$(dirname "$0")/../.."
 
 echo "-- partita-queues: loom (tests/loom.rs)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom LOOM_MAX_PREEMPTIONS=3 \
-  cargo test -p partita-queues --test loom --release
+  cargo test -p partita-queues --test loom
 
 if cargo +nightly miri --version >/dev/null 2>&1; then
   echo "-- partita-queues: Miri (lib unit tests of the atomic queue)"

@@ -840,28 +840,17 @@ fn main() {
                 args.window, args.service
             );
             println!();
-            let mut prm = params(&args, op_ns, spinner, args.service, Arrival::Uniform);
+            let mut prm = params(&args, op_ns, spinner, args.service, Arrival::Closed);
             prm.window = Some(args.window);
-            let rows = vec![
-                (
-                    "multi-access Atomic",
-                    Row::Pair(
-                        DequeuePolicy::Sequential,
-                        EnqueuePolicy::Static,
-                        LockMode::Atomic,
-                        true,
-                    ),
-                ),
-                ("multi-access Atomic", seq_prand),
-                (
-                    "multi-access Paper",
-                    Row::Pair(
-                        DequeuePolicy::Sequential,
-                        EnqueuePolicy::Static,
-                        LockMode::Paper,
-                        true,
-                    ),
-                ),
+            // Static:Static is the structure with no policy search (valid for any N); the
+            // paper's recommended Sequential:Primary/Random needs N >= 2.
+            let stat = |mode| Row::Pair(DequeuePolicy::Static, EnqueuePolicy::Static, mode, true);
+            let mut rows = vec![("multi-access Atomic", stat(LockMode::Atomic))];
+            if args.consumers >= 2 {
+                rows.push(("multi-access Atomic", seq_prand));
+            }
+            rows.extend([
+                ("multi-access Paper", stat(LockMode::Paper)),
                 (
                     "DistributedFifo",
                     Row::Pair(
@@ -882,7 +871,7 @@ fn main() {
                 ),
                 ("crossbeam Injector", Row::Injector),
                 ("crossbeam SegQueue", Row::SegQueue),
-            ];
+            ]);
             let plain: Vec<Row> = rows.iter().map(|&(_, row)| row).collect();
             let measured = measure(&plain, &args, &prm);
             let results: Vec<(&str, Row, RunResult)> = rows

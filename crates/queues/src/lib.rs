@@ -96,8 +96,10 @@
 //! ## Verification
 //!
 //! Invariants of `queues.md` are property tests in `tests/`; the atomic queue's protocol is
-//! model-checked with loom (`RUSTFLAGS="--cfg loom" cargo test -p partita-queues --test loom
-//! --release`), see `crates/queues/README.md`.
+//! model-checked with loom (`RUSTFLAGS="--cfg loom" cargo test -p partita-queues --test
+//! loom`), see `crates/queues/README.md`.
+
+#![warn(missing_docs)]
 
 mod config;
 mod error;

@@ -1,5 +1,5 @@
 //! Loom model checks of the concurrency core. Run with
-//! `RUSTFLAGS="--cfg loom" cargo test -p partita-queues --test loom --release`
+//! `RUSTFLAGS="--cfg loom" cargo test -p partita-queues --test loom`
 //! (scripts/test.d/20-queues.sh does, with its own target dir). Without `--cfg loom` this file
 //! is empty.
 #![cfg(loom)]

@@ -170,22 +170,56 @@ pub struct Claim<T> {
 pub trait ReadyQueue<T>: Send + Sync {
     /// Posts `task` into a free slot and returns the slot, or hands the task back when every
     /// slot is occupied.
+    ///
+    /// ```
+    /// use partita_queues::{Full, MultiAccessQueue, ReadyQueue};
+    /// let q = MultiAccessQueue::new(2);
+    /// assert_eq!(q.try_post('a'), Ok(0));
+    /// assert_eq!(q.try_post('b'), Ok(1));
+    /// assert_eq!(q.try_post('c'), Err(Full('c')));
+    /// ```
     fn try_post(&self, task: T) -> Result<usize, Full<T>>;
 
     /// Claims one ready task, scanning as `scan` says (FIFOs ignore it and serve in post
     /// order).
+    ///
+    /// ```
+    /// use partita_queues::{Direction, MultiAccessQueue, ReadyQueue, Scan};
+    /// let q = MultiAccessQueue::new(4);
+    /// for t in 0..4 { q.try_post(t).unwrap(); }
+    /// let c = q.claim(Scan { start: 2, direction: Direction::Forward });
+    /// assert_eq!(c.taken, Some((2, 2)));
+    /// ```
     fn claim(&self, scan: Scan) -> Claim<T>;
 
     /// Number of ready tasks, read without locks: a hint under concurrency, exact at
     /// quiescence.
+    ///
+    /// ```
+    /// use partita_queues::{PaperQueue, ReadyQueue};
+    /// let q = PaperQueue::new(4);
+    /// q.try_post(1).unwrap();
+    /// assert_eq!(q.len(), 1);
+    /// ```
     fn len(&self) -> usize;
 
     /// Whether [`len`](ReadyQueue::len) is 0.
+    ///
+    /// ```
+    /// use partita_queues::{FifoQueue, ReadyQueue};
+    /// assert!(ReadyQueue::<u8>::is_empty(&FifoQueue::new()));
+    /// ```
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Number of slots, `None` for an unbounded queue.
+    ///
+    /// ```
+    /// use partita_queues::{FifoQueue, MultiAccessQueue, ReadyQueue};
+    /// assert_eq!(ReadyQueue::<u8>::capacity(&MultiAccessQueue::new(32)), Some(32));
+    /// assert_eq!(ReadyQueue::<u8>::capacity(&FifoQueue::new()), None);
+    /// ```
     fn capacity(&self) -> Option<usize>;
 }
 
