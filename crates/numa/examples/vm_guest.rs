@@ -237,7 +237,7 @@ fn replicated() -> Result<String, String> {
             node,
         )?;
     }
-    r.update(|v| v[0] = 9).map_err(e)?;
+    r.update(|v| v[0] = 9);
     if r.get_on(1).map(|v| v[0]) != Some(9) {
         return Err("write not visible in the node-1 copy".into());
     }

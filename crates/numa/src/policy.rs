@@ -108,6 +108,10 @@ pub struct CopySet {
 impl CopySet {
     /// A single (writable) copy on `master`.
     ///
+    /// # Panics
+    ///
+    /// If `master >= 64` (a `CopySet` covers nodes `0..64`).
+    ///
     /// ```
     /// assert_eq!(partita_numa::policy::CopySet::new(3).master(), 3);
     /// ```

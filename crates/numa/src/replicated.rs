@@ -28,7 +28,7 @@ use crate::range::{check_node, online_nodes};
 /// let mut r = Replicated::new(vec![1, 2, 3]).unwrap();
 /// r.replicate_everywhere().unwrap();
 /// assert_eq!(r.get().len(), 3);           // the copy on this thread's node
-/// r.update(|v| v.push(4)).unwrap();       // every copy sees the write
+/// r.update(|v| v.push(4));                // every copy sees the write
 /// assert!(r.copy_nodes().iter().all(|n| r.get_on(*n as u32).unwrap().len() == 4));
 /// ```
 pub struct Replicated<T> {
@@ -109,16 +109,15 @@ impl<T: Clone> Replicated<T> {
         Ok(added)
     }
 
-    /// Applies `f` to the value and refreshes every copy from the result (the write path).
-    /// If refreshing a copy fails, that copy is dropped (never the master), so no copy is
-    /// ever stale.
+    /// Applies `f` to the master and then overwrites every replica with the result (the
+    /// write path). `&mut self` guarantees no reader holds any copy meanwhile.
     ///
     /// ```
     /// let mut r = partita_numa::Replicated::new(1u64).unwrap();
-    /// r.update(|x| *x += 1).unwrap();
+    /// r.update(|x| *x += 1);
     /// assert_eq!(*r.get(), 2);
     /// ```
-    pub fn update(&mut self, f: impl FnOnce(&mut T)) -> Result<()> {
+    pub fn update(&mut self, f: impl FnOnce(&mut T)) {
         let m = self.set.master();
         let master = self.copies[m]
             .as_mut()
@@ -126,14 +125,10 @@ impl<T: Clone> Replicated<T> {
         f(master);
         let value = (**master).clone();
         for n in self.set.nodes().into_iter().skip(1) {
-            match self.copies[n].as_mut() {
-                Some(c) => **c = value.clone(),
-                None => {
-                    self.set.reclaim(n);
-                }
+            if let Some(c) = self.copies[n].as_mut() {
+                **c = value.clone();
             }
         }
-        Ok(())
     }
 
     /// Moves the master to `node` (reusing a replica there). `Ok(false)` if it is there.

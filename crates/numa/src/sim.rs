@@ -260,7 +260,12 @@ pub struct Simulator {
 
 impl Simulator {
     /// A machine of `nodes` nodes (≤ 64) running `processes` processes over pages whose initial
-    /// homes are `initial_home`.
+    /// homes are `initial_home` (clamped to the machine).
+    ///
+    /// # Panics
+    ///
+    /// If `nodes` is 0 or more than 64. [`Simulator::step`] panics if an access names a page or
+    /// process outside the trace.
     ///
     /// ```
     /// let s = partita_numa::sim::Simulator::new(4, 2, &[0, 1, 2], Default::default());

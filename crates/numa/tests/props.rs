@@ -215,7 +215,7 @@ proptest! {
         let mut last = 0u64;
         for o in ops {
             match o {
-                Op::Write(v) => { r.update(|x| x.fill(v)).unwrap(); last = v; }
+                Op::Write(v) => { r.update(|x| x.fill(v)); last = v; }
                 Op::Replicate(n) => { let _ = r.replicate_on(n as u32); }
                 Op::Migrate(n) => { let _ = r.migrate_master(n as u32); }
                 Op::Collapse => r.collapse(),
