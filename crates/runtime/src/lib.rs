@@ -40,10 +40,34 @@
 //! pool.set_target_workers(2);          // worker 1 is unparked at once
 //! ```
 //!
+//! Lowering the target suspends the highest indices at their next safe point (between two
+//! tasks of a worker's main loop; a worker asleep there is suspended where it sleeps, without
+//! waking). A suspending worker first hands its deque to the ready queues, and the queues of
+//! suspended workers are assigned to active ones, so no task waits on a suspended worker.
+//! Raising the target unparks the lowest suspended indices at once. `broadcast` still reaches
+//! every worker: suspended ones run their copy and suspend again.
+//!
+//! ## Environment
+//!
+//! - `RAYON_NUM_THREADS`: default pool size when `num_threads` is 0 (as in rayon-core).
+//! - `PARTITA=off`: never contact a manager (pools in `ProcessControl::Manager` mode then
+//!   behave like `Manual` ones).
+//!
+//! ## Design and verification
+//!
 //! Module map: `job` / `latch` (units of work and their completion signals), `sleep` (idle
-//! workers: bounded search, sleep, no lost wake-ups — the protocol is explained there),
-//! `control` (process-control policies as pure functions), `registry` (workers, their main
-//! loop, safe points), `ready` (the shared ready queues), `client` (the manager seam).
+//! workers: bounded search, sleep, no lost wake-ups — the protocol and its correctness
+//! argument are explained there), `control` (process-control policies as pure functions),
+//! `registry` (workers, their main loop, safe points), `ready` (the partita-queues ready-queue
+//! set), `client` (the manager seam), `affinity` (re-pinning to the allocated CPUs).
+//!
+//! The sleep protocol is model-checked with loom (`sleep::tests::loom_*`:
+//! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p partita-runtime --lib
+//! --release -- loom_`, run by `scripts/test.d/30-runtime.sh`). The whole pool is checked by
+//! behaviour tests (`tests/`), a churn stress in which every task must run exactly once while
+//! the target changes every few microseconds (10^4 tasks by default; 10^6 with
+//! `cargo test -p partita-runtime --release --test process_control -- --ignored`), and a
+//! proptest that after quiescence `active == clamp(target, 1, size)`.
 
 mod affinity;
 mod broadcast;

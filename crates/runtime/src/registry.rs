@@ -721,6 +721,10 @@ impl WorkerThread {
     }
 
     fn take_broadcast(&self) -> Option<JobRef> {
+        // `is_empty` is two loads; `steal` pins an epoch: check first on this hot path.
+        if self.broadcast.is_empty() {
+            return None;
+        }
         loop {
             match self.broadcast.steal() {
                 Steal::Success(job) => return Some(job),
@@ -764,7 +768,7 @@ impl WorkerThread {
             let start = self.rng.next_usize(n);
             let job = (start..n)
                 .chain(0..start)
-                .filter(|&i| i != self.index)
+                .filter(|&i| i != self.index && !infos[i].stealer.is_empty())
                 .find_map(|victim| match infos[victim].stealer.steal() {
                     Steal::Success(job) => Some(job),
                     Steal::Empty => None,
@@ -844,7 +848,9 @@ impl WorkerThread {
     /// stop (None). See `sleep.rs` for the protocol.
     fn idle(&self, latch: &CoreLatch, safe_point: bool) -> Option<JobRef> {
         let sleep = &self.registry.sleep;
-        let started = Instant::now();
+        // The clock is read only once the first search fails (the common case of finding
+        // work at once stays free of clock reads).
+        let mut started: Option<Instant> = None;
         let mut searching = sleep.start_searching();
         let mut rounds = 0;
         let mut suspended = 0u64;
@@ -855,6 +861,7 @@ impl WorkerThread {
             if let Some(job) = self.find_work() {
                 break Some(job);
             }
+            started.get_or_insert_with(Instant::now);
             if searching && rounds < SPIN_ROUNDS {
                 rounds += 1;
                 thread::yield_now();
@@ -885,8 +892,10 @@ impl WorkerThread {
             // We were the last searcher and work remains: hand the search to a sleeper.
             sleep.wake_any();
         }
-        let idle = (started.elapsed().as_nanos() as u64).saturating_sub(suspended);
-        bump(&self.counters().idle_ns, idle);
+        if let Some(started) = started {
+            let idle = (started.elapsed().as_nanos() as u64).saturating_sub(suspended);
+            bump(&self.counters().idle_ns, idle);
+        }
         found
     }
 
