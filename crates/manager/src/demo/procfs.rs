@@ -118,7 +118,9 @@ mod tests {
 
     #[test]
     fn stat_of_this_process_parses() {
-        let text = std::fs::read_to_string("/proc/self/stat").unwrap();
+        // The calling thread is running while it reads its own stat, so its state is R; the
+        // process-level /proc/self/stat shows the main thread, which may be asleep.
+        let text = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
         let (state, _) = parse_stat(&text).unwrap();
         assert_eq!(state, 'R');
     }
