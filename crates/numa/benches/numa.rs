@@ -9,9 +9,9 @@
 //! The real cross-node move cost is measured in the two-node VM (`vm/run.sh`).
 //! Run: `cargo bench -p partita-numa --bench numa`.
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use partita_numa::counters::FaultSampler;
-use partita_numa::{move_pages_to, page_size, MoveScope, NodeVec, Placement};
+use partita_numa::{MoveScope, NodeVec, Placement, move_pages_to, page_size};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -10,7 +10,7 @@
 //! ```
 
 use partita_numa::sim::{
-    format_decisions, format_sweep, format_table, run_table, trigger_sweep, SimConfig, TraceConfig,
+    SimConfig, TraceConfig, format_decisions, format_sweep, format_table, run_table, trigger_sweep,
 };
 
 fn main() {

@@ -12,11 +12,11 @@
 //! Run on any machine it only reports what fails there (a one-node machine fails the
 //! two-node checks by design).
 
-use partita_numa::counters::{numa_balancing, probe, FaultSampler};
+use partita_numa::counters::{FaultSampler, numa_balancing, probe};
 use partita_numa::{
-    locate, locate_pages, mbind, migrate_pages, move_pages_to, node_of_address, online_nodes,
-    page_size, placement::first_touch_on, MbindFlags, MemPolicy, MoveScope, NodeSet, NodeVec,
-    NumaError, PageRange, PageStatus, Placement, Replicated, Topology,
+    MbindFlags, MemPolicy, MoveScope, NodeSet, NodeVec, NumaError, PageRange, PageStatus,
+    Placement, Replicated, Topology, locate, locate_pages, mbind, migrate_pages, move_pages_to,
+    node_of_address, online_nodes, page_size, placement::first_touch_on,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;

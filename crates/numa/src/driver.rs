@@ -7,9 +7,9 @@
 //! [`crate::Replicated`].
 
 use crate::error::Result;
-use crate::pages::{locate, move_pages_to, MoveScope, PageStatus};
-use crate::policy::{decide, Action, CopySet, CounterTable, NodeId, PageState, Params};
-use crate::range::{page_size, PageRange};
+use crate::pages::{MoveScope, PageStatus, locate, move_pages_to};
+use crate::policy::{Action, CopySet, CounterTable, NodeId, PageState, Params, decide};
+use crate::range::{PageRange, page_size};
 
 /// What [`Migrator::apply`] did.
 ///

@@ -17,7 +17,7 @@ const DEPTH_NUMANODE: c_int = -3;
 // level: its depth is virtual (negative) and the crate's accessors take and check `u32`
 // depths. These four entry points of the same libhwloc (linked by `hwloc2`) reach it; the
 // objects are read through `hwloc2::TopologyObject`, whose layout is hwloc 2's `hwloc_obj`.
-extern "C" {
+unsafe extern "C" {
     fn hwloc_topology_init(topology: *mut *mut c_void) -> c_int;
     fn hwloc_topology_load(topology: *mut c_void) -> c_int;
     fn hwloc_topology_destroy(topology: *mut c_void);

@@ -35,17 +35,17 @@ mod hwloc_backend;
 
 pub use error::{NumaError, Result};
 pub use mempolicy::{
-    get_mempolicy, mbind, node_of_address, policy_at, set_mempolicy, MbindFlags, MemPolicy,
+    MbindFlags, MemPolicy, get_mempolicy, mbind, node_of_address, policy_at, set_mempolicy,
 };
-pub use nodeset::{NodeSet, MAX_NODES};
+pub use nodeset::{MAX_NODES, NodeSet};
 pub use pages::{
-    locate, locate_pages, migrate, migrate_batched, migrate_pages, move_pages_to, MoveScope,
-    PageStatus, DEFAULT_BATCH,
+    DEFAULT_BATCH, MoveScope, PageStatus, locate, locate_pages, migrate, migrate_batched,
+    migrate_pages, move_pages_to,
 };
 pub use placement::{NodeBox, NodeVec, Placement};
-pub use range::{online_nodes, page_size, PageRange};
+pub use range::{PageRange, online_nodes, page_size};
 pub use replicated::Replicated;
-pub use topology::{parse_cpu_list, Cache, CacheKind, Cpu, Node, Topology};
+pub use topology::{Cache, CacheKind, Cpu, Node, Topology, parse_cpu_list};
 
 /// The NUMA node the calling thread is running on right now (`getcpu(2)`); `None` if the
 /// kernel does not say.

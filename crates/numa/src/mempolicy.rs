@@ -2,7 +2,7 @@
 
 use crate::error::{NumaError, Result};
 use crate::nodeset::NodeSet;
-use crate::range::{check_node, check_nodes, PageRange};
+use crate::range::{PageRange, check_node, check_nodes};
 use crate::sys;
 use std::os::raw::{c_int, c_ulong};
 
@@ -76,7 +76,7 @@ impl MemPolicy {
                 return Err(NumaError::InvalidArgument {
                     call,
                     what: format!("kernel reported unknown policy mode {other}"),
-                })
+                });
             }
         })
     }

@@ -3,7 +3,7 @@
 
 use crate::error::{NumaError, Result};
 use crate::nodeset::NodeSet;
-use crate::range::{check_node, check_nodes, page_size, PageRange};
+use crate::range::{PageRange, check_node, check_nodes, page_size};
 use crate::sys;
 use std::os::raw::{c_int, c_void};
 

@@ -14,10 +14,10 @@
 //! ```
 
 use crate::error::{NumaError, Result};
-use crate::mempolicy::{mbind, MbindFlags, MemPolicy};
+use crate::mempolicy::{MbindFlags, MemPolicy, mbind};
 use crate::nodeset::NodeSet;
-use crate::pages::{locate, migrate_batched, MoveScope, PageStatus, DEFAULT_BATCH};
-use crate::range::{check_node, page_size, PageRange};
+use crate::pages::{DEFAULT_BATCH, MoveScope, PageStatus, locate, migrate_batched};
+use crate::range::{PageRange, check_node, page_size};
 use crate::topology::Topology;
 use std::fmt;
 use std::marker::PhantomData;

@@ -19,7 +19,7 @@
 //! assert!(migrep.locality_percent() > fixed.locality_percent());
 //! ```
 
-use crate::policy::{decide, Action, CopySet, CounterTable, NodeId, PageState, Params};
+use crate::policy::{Action, CopySet, CounterTable, NodeId, PageState, Params, decide};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 

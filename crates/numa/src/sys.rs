@@ -116,11 +116,7 @@ pub(crate) fn current_cpu_and_node() -> Option<(u32, u32)> {
 pub(crate) fn page_size() -> usize {
     // SAFETY: sysconf has no memory-safety preconditions.
     let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 {
-        p as usize
-    } else {
-        4096
-    }
+    if p > 0 { p as usize } else { 4096 }
 }
 
 /// Restricts the calling thread to `cpus` (`sched_setaffinity(2)`).

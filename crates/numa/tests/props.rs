@@ -2,12 +2,12 @@
 
 use partita_numa::counters::AccessHints;
 use partita_numa::policy::{
-    decide, Action, CopySet, CounterTable, NoAction, PageCounters, PageState, Params,
+    Action, CopySet, CounterTable, NoAction, PageCounters, PageState, Params, decide,
 };
 use partita_numa::sim::{Access, SimConfig, Simulator};
 use partita_numa::{
-    locate, mbind, migrate_batched, move_pages_to, page_size, MbindFlags, MemPolicy, MoveScope,
-    NodeSet, NodeVec, PageRange, Placement, Replicated,
+    MbindFlags, MemPolicy, MoveScope, NodeSet, NodeVec, PageRange, Placement, Replicated, locate,
+    mbind, migrate_batched, move_pages_to, page_size,
 };
 use proptest::prelude::*;
 

@@ -1,7 +1,7 @@
 //! The simulator reproduces the qualitative results numa.md lists (on the small traces, so
 //! the debug-build test stays fast; the example prints the full 8-node run).
 
-use partita_numa::sim::{run_table, trigger_sweep, PolicyKind, Report, SimConfig, TraceConfig};
+use partita_numa::sim::{PolicyKind, Report, SimConfig, TraceConfig, run_table, trigger_sweep};
 
 fn get<'a>(rows: &'a [(&str, PolicyKind, Report)], name: &str, kind: PolicyKind) -> &'a Report {
     &rows.iter().find(|r| r.0 == name && r.1 == kind).unwrap().2

@@ -4,9 +4,9 @@
 
 use partita_numa::counters::FaultSampler;
 use partita_numa::{
-    get_mempolicy, locate, locate_pages, mbind, migrate, migrate_batched, migrate_pages,
-    move_pages_to, node_of_address, online_nodes, page_size, policy_at, set_mempolicy, MbindFlags,
-    MemPolicy, MoveScope, NodeBox, NodeSet, NodeVec, NumaError, PageRange, PageStatus, Placement,
+    MbindFlags, MemPolicy, MoveScope, NodeBox, NodeSet, NodeVec, NumaError, PageRange, PageStatus,
+    Placement, get_mempolicy, locate, locate_pages, mbind, migrate, migrate_batched, migrate_pages,
+    move_pages_to, node_of_address, online_nodes, page_size, policy_at, set_mempolicy,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -8,7 +8,7 @@
 
 use crate::error::{NumaError, Result};
 use crate::placement::NodeVec;
-use crate::range::{page_size, PageRange};
+use crate::range::{PageRange, page_size};
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
