@@ -7,7 +7,7 @@ cd "$(dirname "$0")/../.."
 
 echo "-- partita-numa: clippy and tests with --features hwloc"
 cargo clippy -p partita-numa --all-targets --features hwloc -- -D warnings
-cargo test -p partita-numa --features hwloc --lib --tests
+cargo test -p partita-numa --features hwloc
 
 echo "-- partita-numa: two-node VM test"
 start=$(date +%s)
