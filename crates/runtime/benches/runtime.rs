@@ -1,7 +1,9 @@
 //! partita-runtime against rayon-core, measured side by side in the same run.
 //!
 //! `cargo bench -p partita-runtime --bench runtime` (add `-- --quick` for a short run).
-//! Before criterion's groups it prints two tables criterion cannot express: the reaction
+//! Before criterion's groups it prints what criterion cannot express: an interleaved A/B
+//! table (partita and rayon-core alternate round by round, the ratio is the median of
+//! per-round ratios — the robust number on a machine shared with other work), the reaction
 //! time of `set_target_workers` 2→1→2 (p50/p99) and the CPU an idle pool uses over one
 //! second. Results and analysis: docs/bench/runtime.md.
 
@@ -349,9 +351,123 @@ fn extra_measurements() {
     println!("  partita {:.4}   rayon-core {:.4}", partita, rayon);
 }
 
+/// Median of a sample.
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
+    v[v.len() / 2]
+}
+
+/// A/B measurement robust to a machine whose load drifts (other builds on the same CPUs):
+/// partita and rayon-core alternate round by round, and the ratio is the median of the
+/// per-round ratios. `run(true)` runs partita's version, `run(false)` rayon-core's, and returns
+/// the time of the measured part.
+fn interleaved(name: &str, rounds: usize, mut run: impl FnMut(bool) -> Duration) {
+    let (mut p, mut r, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
+    run(true);
+    run(false);
+    for round in 0..rounds {
+        // Alternate which goes first, so neither always runs on a warmer cache.
+        let (a, b) = if round % 2 == 0 {
+            let a = run(true);
+            (a, run(false))
+        } else {
+            let b = run(false);
+            (run(true), b)
+        };
+        p.push(a.as_secs_f64());
+        r.push(b.as_secs_f64());
+        ratio.push(a.as_secs_f64() / b.as_secs_f64());
+    }
+    let (mp, mr, mq) = (median(&mut p), median(&mut r), median(&mut ratio));
+    println!(
+        "| {name} | {:.3} ms | {:.3} ms | {mq:.2} |",
+        mp * 1e3,
+        mr * 1e3
+    );
+}
+
+fn interleaved_table() {
+    let p = partita_pool();
+    let r = rayon_pool();
+    let time = |f: &mut dyn FnMut()| {
+        let t = Instant::now();
+        f();
+        t.elapsed()
+    };
+    println!("interleaved A/B, {THREADS} workers each (median of rounds):");
+    println!("| benchmark | partita | rayon-core | median ratio |");
+    println!("|---|---|---|---|");
+    interleaved("fib30", 21, |pt| {
+        if pt {
+            time(&mut || {
+                black_box(p.install(|| partita_algo::fib(30)));
+            })
+        } else {
+            time(&mut || {
+                black_box(r.install(|| rayon_algo::fib(30)));
+            })
+        }
+    });
+    let data = random_u32(1_000_000);
+    interleaved("quicksort_1e6", 15, |pt| {
+        let mut v = data.clone();
+        if pt {
+            time(&mut || p.install(|| partita_algo::quick_sort(&mut v)))
+        } else {
+            time(&mut || r.install(|| rayon_algo::quick_sort(&mut v)))
+        }
+    });
+    interleaved("mergesort_1e6", 15, |pt| {
+        let (mut v, mut buf) = (data.clone(), vec![0u32; data.len()]);
+        if pt {
+            time(&mut || p.install(|| partita_algo::merge_sort(&mut v, &mut buf)))
+        } else {
+            time(&mut || r.install(|| rayon_algo::merge_sort(&mut v, &mut buf)))
+        }
+    });
+    interleaved("join_tree_2^12 x100", 21, |pt| {
+        if pt {
+            time(&mut || {
+                for _ in 0..100 {
+                    p.install(|| partita_algo::join_tree(12));
+                }
+            })
+        } else {
+            time(&mut || {
+                for _ in 0..100 {
+                    r.install(|| rayon_algo::join_tree(12));
+                }
+            })
+        }
+    });
+    interleaved("spawn_1e5_in_scope", 21, |pt| {
+        if pt {
+            time(&mut || {
+                black_box(p.install(|| partita_algo::tiny_spawns(100_000)));
+            })
+        } else {
+            time(&mut || {
+                black_box(r.install(|| rayon_algo::tiny_spawns(100_000)));
+            })
+        }
+    });
+    interleaved("regions_1000", 21, |pt| {
+        if pt {
+            time(&mut || {
+                black_box((0..1000).fold(0, |a, _| a ^ p.install(partita_algo::region)));
+            })
+        } else {
+            time(&mut || {
+                black_box((0..1000).fold(0, |a, _| a ^ r.install(rayon_algo::region)));
+            })
+        }
+    });
+}
+
 criterion_group!(runtime_benches, benches);
 
 fn main() {
+    interleaved_table();
     extra_measurements();
     runtime_benches();
     Criterion::default().configure_from_args().final_summary();
