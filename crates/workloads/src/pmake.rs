@@ -115,10 +115,33 @@ pub fn run(params: &Params, launch: UnitLauncher<'_>) -> Result<u64, WorkloadErr
     let n = units(params);
     let mut sums = vec![0u64; n];
     let mut running: Vec<(usize, Child)> = Vec::new();
+    let result = drive(params, launch, &scratch.0, &mut sums, &mut running);
+    // On failure, stop the units still running before the scratch directory goes away.
+    for (_, mut child) in running {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    result?;
+    let mut c = Checksum::new();
+    for s in sums {
+        c.u64(s);
+    }
+    Ok(c.finish())
+}
+
+/// Keep `params.threads` units running until all are done, recording their checksums.
+fn drive(
+    params: &Params,
+    launch: UnitLauncher<'_>,
+    dir: &Path,
+    sums: &mut [u64],
+    running: &mut Vec<(usize, Child)>,
+) -> Result<(), WorkloadError> {
+    let n = sums.len();
     let mut next = 0;
     while next < n || !running.is_empty() {
         while next < n && running.len() < params.threads {
-            let child = launch(next, &scratch.0)
+            let child = launch(next, dir)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -130,11 +153,7 @@ pub fn run(params: &Params, launch: UnitLauncher<'_>) -> Result<u64, WorkloadErr
         let (unit, child) = running.remove(0);
         sums[unit] = finish(unit, child)?;
     }
-    let mut c = Checksum::new();
-    for s in sums {
-        c.u64(s);
-    }
-    Ok(c.finish())
+    Ok(())
 }
 
 /// The checksum of a sequential run (no files, no processes).

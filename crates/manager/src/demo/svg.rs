@@ -112,7 +112,7 @@ pub fn timeline(run: &ModeRun, title: &str) -> String {
     );
     let _ = writeln!(
         s,
-        r##"<text x="{LEFT}" y="38" fill="#555">blue area: CPUs allocated · dark line: active workers · orange: runnable threads · grey: CPUs used (/proc)</text>"##
+        r##"<text x="{LEFT}" y="38" fill="#555">blue area: CPUs allocated (manager's target) · dark line: active workers · orange: runnable threads · grey: CPUs used (/proc)</text>"##
     );
     let managed = run
         .timeline
@@ -142,7 +142,8 @@ pub fn timeline(run: &ModeRun, title: &str) -> String {
             v
         };
         if managed {
-            let alloc = series(&|a| a.cpus.as_ref().map(|c| c.len() as f64));
+            // The allocation is the manager's target (a zero quantum keeps a CPU set).
+            let alloc = series(&|a| a.target.map(f64::from));
             if !alloc.is_empty() {
                 let mut pts = format!("{:.1},{:.1} ", x(alloc[0].0), y(0.0));
                 pts.push_str(&step_points(&alloc, &x, &y));
