@@ -31,7 +31,9 @@ use crossbeam_deque::{Steal, Stealer, Worker};
 use crossbeam_utils::CachePadded;
 
 use crate::builder::{ErrorKind, ThreadPoolBuildError, ThreadPoolBuilder};
-use crate::client::{self, ClientGuard, Controlled};
+use crate::client::ClientGuard;
+#[cfg(not(loom))]
+use crate::client::{self, Controlled};
 use crate::control::{self, Need, ProcessControl};
 use crate::job::{JobFifo, JobRef, StackJob};
 use crate::latch::{AsCoreLatch, CoreLatch, Latch, LatchRef, LockLatch, OnceLatch, SpinLatch};
@@ -266,16 +268,30 @@ impl Registry {
         }
         mem::forget(t1000);
 
-        let guard = if builder.process_control == ProcessControl::Manager
+        let guard = Self::attach_manager(&registry, &builder);
+        Ok((registry, guard))
+    }
+
+    /// Connect to a manager when the mode asks for it and `PARTITA` is not `off`.
+    #[cfg(not(loom))]
+    fn attach_manager(
+        registry: &Arc<Registry>,
+        builder: &ThreadPoolBuilder,
+    ) -> Option<ClientGuard> {
+        if builder.process_control == ProcessControl::Manager
             && std::env::var("PARTITA").map(|v| v != "off").unwrap_or(true)
         {
             let weak: std::sync::Weak<dyn Controlled> =
-                Arc::downgrade(&registry) as std::sync::Weak<dyn Controlled>;
+                Arc::downgrade(registry) as std::sync::Weak<dyn Controlled>;
             client::attach(weak, &builder.manager_name())
         } else {
             None
-        };
-        Ok((registry, guard))
+        }
+    }
+
+    #[cfg(loom)]
+    fn attach_manager(_: &Arc<Registry>, _: &ThreadPoolBuilder) -> Option<ClientGuard> {
+        None
     }
 
     /// The registry of the current worker, or the global one.
@@ -574,6 +590,7 @@ impl std::fmt::Debug for Registry {
     }
 }
 
+#[cfg(not(loom))]
 impl Controlled for Registry {
     fn pool_size(&self) -> usize {
         self.num_threads()
