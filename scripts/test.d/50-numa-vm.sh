@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 echo "-- partita-numa: clippy and tests with --features hwloc"
-cargo clippy -p partita-numa --all-targets --features hwloc -- -D warnings
+cargo clippy -p partita-numa --all-targets --features hwloc,vm-guest -- -D warnings
 cargo test -p partita-numa --features hwloc
 
 echo "-- partita-numa: two-node VM test"

@@ -1,6 +1,6 @@
 //! The program the two-NUMA-node VM test runs inside QEMU (built static by
-//! `crates/numa/vm/run.sh`). It checks topology, page moves, `mbind` with `MPOL_MF_MOVE`,
-//! interleaving, the first-touch helper, `Replicated<T>` placement, fault sampling and wrapper
+//! `crates/numa/vm/run.sh` as the `numa-vm-guest` binary, feature `vm-guest`). It checks
+//! topology, page moves, `mbind` with `MPOL_MF_MOVE`, interleaving, the first-touch helper, `Replicated<T>` placement, fault sampling and wrapper
 //! safety on a real two-node kernel, and measures `move_pages` per-page cost for batch sizes
 //! 1…512 through the wrapper and through the raw system call.
 //!

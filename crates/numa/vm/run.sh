@@ -30,8 +30,9 @@ fi
 echo "numa-vm: building the static guest binary" >&2
 (cd "$ws" && CARGO_TARGET_DIR=$ws/target/vm RUSTFLAGS='-C target-feature=+crt-static' \
   CARGO_PROFILE_RELEASE_DEBUG=0 \
-  cargo build -q --release -p partita-numa --example vm_guest --target x86_64-unknown-linux-gnu >&2)
-guest=$ws/target/vm/x86_64-unknown-linux-gnu/release/examples/vm_guest
+  cargo build -q --release -p partita-numa --bin numa-vm-guest --features vm-guest \
+    --target x86_64-unknown-linux-gnu >&2)
+guest=$ws/target/vm/x86_64-unknown-linux-gnu/release/numa-vm-guest
 if is_dynamic "$guest"; then
   echo "numa-vm: $guest is not statically linked" >&2
   exit 2
