@@ -537,10 +537,15 @@ fn run_row_once(row: Row, args: &Args, prm: &Params) -> Option<RunResult> {
 /// slow drifts of the shared machine hit every row alike; returns the per-row medians.
 fn measure(rows: &[Row], args: &Args, prm: &Params) -> Vec<RunResult> {
     let mut results: Vec<Vec<RunResult>> = vec![Vec::new(); rows.len()];
+    let mut valid = vec![true; rows.len()];
     for _ in 0..args.runs {
         for (i, &row) in rows.iter().enumerate() {
-            if let Some(r) = run_row_once(row, args, prm) {
-                results[i].push(r);
+            if !valid[i] {
+                continue;
+            }
+            match run_row_once(row, args, prm) {
+                Some(r) => results[i].push(r),
+                None => valid[i] = false, // reported once by run_row_once
             }
         }
     }
