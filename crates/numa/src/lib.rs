@@ -23,6 +23,7 @@ mod range;
 mod sys;
 mod topology;
 
+pub mod calibrate;
 pub mod counters;
 pub mod driver;
 pub mod placement;

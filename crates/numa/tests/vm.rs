@@ -61,7 +61,7 @@ fn parse(log: &str) -> Report {
     r
 }
 
-const REQUIRED: [&str; 14] = [
+const REQUIRED: [&str; 15] = [
     "topology",
     "move_round_trip",
     "partial_move",
@@ -76,6 +76,7 @@ const REQUIRED: [&str; 14] = [
     "typed_errors",
     "wrapper_fuzz",
     "move_pages_bench",
+    "calibration",
 ];
 
 /// Every reason the report is not a success (empty = success).
@@ -140,7 +141,8 @@ PARTITA-NUMA BENCH batch=128 pages=512 raw_ns_per_page=60 wrapper_ns_per_page=60
 PARTITA-NUMA BENCH batch=256 pages=512 raw_ns_per_page=60 wrapper_ns_per_page=60
 [   9.9] random kernel line PARTITA-NUMA BENCH batch=512 pages=512 raw_ns_per_page=58 wrapper_ns_per_page=58
 PARTITA-NUMA CHECK move_pages_bench PASS ok
-PARTITA-NUMA DONE checks=14 failed=0
+PARTITA-NUMA CHECK calibration PASS ok
+PARTITA-NUMA DONE checks=15 failed=0
 PARTITA-NUMA-VM EXIT 0
 ";
 
@@ -178,8 +180,8 @@ fn parser_rejects_an_unfinished_guest() {
 #[test]
 fn parser_rejects_an_extra_failed_check() {
     let log = GOOD.replace(
-        "PARTITA-NUMA DONE checks=14",
-        "PARTITA-NUMA CHECK new_thing FAIL boom\nPARTITA-NUMA DONE checks=15",
+        "PARTITA-NUMA DONE checks=15",
+        "PARTITA-NUMA CHECK new_thing FAIL boom\nPARTITA-NUMA DONE checks=16",
     );
     let v = verdict(&parse(&log));
     assert!(v.iter().any(|p| p.contains("new_thing")), "{v:?}");

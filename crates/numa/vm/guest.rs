@@ -529,6 +529,29 @@ fn bench() -> Result<String, String> {
     ))
 }
 
+/// The trigger rule of thumb on this machine: move cost / remote-miss penalty.
+fn calibration() -> Result<String, String> {
+    use partita_numa::calibrate::{move_cost_ns, remote_penalty_ns};
+    use partita_numa::policy::Params;
+    let mv = move_cost_ns(256, 256).map_err(e)?.ok_or("no second node")?;
+    let pen = remote_penalty_ns(8 << 20)
+        .map_err(e)?
+        .ok_or("no second node")?;
+    println!("PARTITA-NUMA INFO move_cost_ns_per_page {mv:.0}");
+    println!("PARTITA-NUMA INFO remote_penalty_ns {pen:.1}");
+    if pen > 1.0 {
+        let t = Params::derived_trigger(mv as u64, pen as u64);
+        println!("PARTITA-NUMA INFO derived_trigger {t}");
+    } else {
+        // TCG emulates memory uniformly: there is no remote penalty to divide by.
+        println!("PARTITA-NUMA INFO derived_trigger none (no measurable remote penalty)");
+    }
+    if mv.is_nan() || mv <= 0.0 {
+        return Err(format!("move cost {mv}"));
+    }
+    Ok(format!("move {mv:.0} ns/page, remote penalty {pen:.1} ns"))
+}
+
 fn main() {
     println!("PARTITA-NUMA INFO page_size {}", page_size());
     println!("PARTITA-NUMA INFO numa_balancing {:?}", numa_balancing());
@@ -553,5 +576,6 @@ fn main() {
     c.check("typed_errors", errors());
     c.check("wrapper_fuzz", wrapper_fuzz());
     c.check("move_pages_bench", bench());
+    c.check("calibration", calibration());
     println!("PARTITA-NUMA DONE checks={} failed={}", c.run, c.failed);
 }
