@@ -1,5 +1,5 @@
 //! The demo's additional experiments (`partita demo --scenario NAME`), each run uncontrolled
-//! and under process control:
+//! and under process control (or in the modes given with `--modes`):
 //!
 //! - `staggered`: the mix's applications arrive one every `--stagger` seconds (Tucker Fig. 7.6:
 //!   workers over time);
@@ -11,7 +11,9 @@
 
 use super::mode::{Mode, ModeRun};
 use super::report::{median, summarize};
-use super::{label, mix, references, run_modes, setup, workload_params, BoxError, DemoArgs};
+use super::{
+    label, mix, parse_modes, references, run_modes, setup, workload_params, BoxError, DemoArgs,
+};
 use partita_workloads::App;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -137,7 +139,11 @@ pub fn run(name: &str, args: &DemoArgs) -> Result<(), BoxError> {
             sp.start_after = Duration::from_secs_f64(args.stagger * i as f64);
         }
     }
-    let modes = [Mode::Uncontrolled, Mode::ProcessControl];
+    let modes = if args.modes.is_empty() {
+        vec![Mode::Uncontrolled, Mode::ProcessControl]
+    } else {
+        parse_modes(&args.modes)?
+    };
     let wp = workload_params(Some(s.params.threads), scale, args.spin_us, helper_s)?;
     let expected = references(&apps, &wp, &s.params.exe, &s.out, &s.pb)?;
     let started = Instant::now();
