@@ -294,6 +294,11 @@ impl Default for Config {
 }
 
 /// A configuration error; the message names the key and the value.
+///
+/// ```
+/// let e = partita_manager::Config::from_toml_str("max_applications = 0").unwrap_err();
+/// assert!(matches!(e, partita_manager::ConfigError::Invalid { .. }));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
     /// TOML syntax, an unknown key or a value of the wrong type (the parser names the key).

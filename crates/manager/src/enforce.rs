@@ -15,6 +15,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// How uncontrolled processes are confined.
+///
+/// ```
+/// assert_eq!(partita_manager::enforce::Confinement::CgroupV1("/x".into()).name(), "cgroup-v1");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Confinement {
     /// A cgroup-v2 directory with `cpuset.cpus`.
@@ -41,6 +45,11 @@ impl Confinement {
 }
 
 /// Applies CPU sets and remembers what it changed, to undo it.
+///
+/// ```
+/// let e = partita_manager::enforce::Enforcer::new(false, [0].into_iter().collect());
+/// assert_eq!(e.confinement().name(), "affinity");
+/// ```
 #[derive(Debug)]
 pub struct Enforcer {
     confinement: Confinement,
@@ -86,6 +95,20 @@ impl Enforcer {
     /// Set the affinity of every thread of `pid` (and of its descendants when `tree`),
     /// remembering originals. Errors on individual threads (gone, not permitted) are skipped;
     /// the first error is returned after trying all.
+    ///
+    /// ```
+    /// use partita_manager::{enforce::Enforcer, sys};
+    /// let mine = sys::get_affinity(0).unwrap();
+    /// let mut e = Enforcer::new(false, mine);
+    /// let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+    /// let one: partita_protocol::CpuSet = [mine.to_vec()[0]].into_iter().collect();
+    /// e.confine_process(child.id() as i32, &one, false).unwrap();
+    /// assert_eq!(sys::get_affinity(child.id() as i32).unwrap(), one);
+    /// e.restore_all();
+    /// assert_eq!(sys::get_affinity(child.id() as i32).unwrap(), mine);
+    /// child.kill().unwrap();
+    /// child.wait().unwrap();
+    /// ```
     pub fn confine_process(&mut self, pid: i32, cpus: &CpuSet, tree: bool) -> Result<(), SysError> {
         let mut pids = vec![pid];
         if tree {
@@ -115,6 +138,17 @@ impl Enforcer {
 
     /// Put `pid` into the partition's cgroup (creating it) with this CPU set; with the affinity
     /// mechanism, set the affinity of its threads and descendants instead.
+    ///
+    /// ```
+    /// use partita_manager::{enforce::Enforcer, sys};
+    /// let mine = sys::get_affinity(0).unwrap();
+    /// let mut e = Enforcer::new(false, mine); // affinity mechanism
+    /// let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+    /// e.confine_uncontrolled("default", child.id() as i32, &mine).unwrap();
+    /// e.restore_all();
+    /// child.kill().unwrap();
+    /// child.wait().unwrap();
+    /// ```
     pub fn confine_uncontrolled(
         &mut self,
         partition: &str,
@@ -132,7 +166,12 @@ impl Enforcer {
     }
 
     /// Change the CPU set of a partition's uncontrolled processes (`pids` are used with the
-    /// affinity mechanism).
+    /// affinity mechanism). An empty set leaves them where they are.
+    ///
+    /// ```
+    /// let mut e = partita_manager::enforce::Enforcer::new(false, [0].into_iter().collect());
+    /// e.update_uncontrolled("default", &[], &partita_protocol::CpuSet::new()).unwrap();
+    /// ```
     pub fn update_uncontrolled(
         &mut self,
         partition: &str,
@@ -165,6 +204,11 @@ impl Enforcer {
     }
 
     /// Processes in a partition's cgroup (empty with the affinity mechanism).
+    ///
+    /// ```
+    /// let e = partita_manager::enforce::Enforcer::new(false, [0].into_iter().collect());
+    /// assert!(e.cgroup_pids("default").is_empty());
+    /// ```
     pub fn cgroup_pids(&self, partition: &str) -> Vec<i32> {
         let Some(dir) = self.cgroups.get(partition) else {
             return Vec::new();
@@ -177,6 +221,11 @@ impl Enforcer {
     }
 
     /// Forget the original affinity of threads that no longer exist (process exited).
+    ///
+    /// ```
+    /// let mut e = partita_manager::enforce::Enforcer::new(false, [0].into_iter().collect());
+    /// e.forget_process(i32::MAX);
+    /// ```
     pub fn forget_process(&mut self, pid: i32) {
         let live: Vec<i32> = sys::threads(pid).unwrap_or_default();
         self.original
@@ -185,6 +234,11 @@ impl Enforcer {
 
     /// Restore the affinity of `pid`'s threads to what they were (used when an application
     /// unregisters but keeps running).
+    ///
+    /// ```
+    /// let mut e = partita_manager::enforce::Enforcer::new(false, [0].into_iter().collect());
+    /// e.restore_process(std::process::id() as i32); // nothing was changed: no-op
+    /// ```
     pub fn restore_process(&mut self, pid: i32) {
         for tid in sys::threads(pid).unwrap_or_default() {
             if let Some(orig) = self.original.remove(&tid) {
@@ -195,6 +249,11 @@ impl Enforcer {
 
     /// Undo everything: restore every changed affinity, move processes out of the cgroups
     /// created and remove them.
+    ///
+    /// ```
+    /// let mut e = partita_manager::enforce::Enforcer::new(true, partita_manager::sys::get_affinity(0).unwrap());
+    /// e.restore_all(); // nothing created yet: no-op
+    /// ```
     pub fn restore_all(&mut self) {
         for (tid, orig) in std::mem::take(&mut self.original) {
             let _ = sys::set_affinity(tid, &orig);

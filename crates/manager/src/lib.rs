@@ -42,6 +42,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Errors of the manager and its client commands.
+///
+/// ```
+/// let e = partita_manager::Error::AlreadyRunning("/run/partita/partita.sock".into());
+/// assert!(e.to_string().contains("already"));
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Invalid configuration.
@@ -78,6 +83,11 @@ pub enum Error {
 }
 
 /// A manager running on its own thread (see [`spawn_in_process`]).
+///
+/// ```
+/// let h = partita_manager::spawn_in_process(Default::default(), std::env::temp_dir().join(format!("partita-h-{}.sock", std::process::id()))).unwrap();
+/// h.shutdown().unwrap();
+/// ```
 #[derive(Debug)]
 pub struct ManagerHandle {
     socket: PathBuf,

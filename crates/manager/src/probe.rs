@@ -20,6 +20,13 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// Options of `partita probe`.
+///
+/// ```
+/// use clap::Parser;
+/// #[derive(Parser)] struct Cli { #[command(flatten)] p: partita_manager::probe::ProbeArgs }
+/// let c = Cli::parse_from(["x", "--raw", "--pool", "4"]);
+/// assert!(c.p.raw && c.p.pool == 4);
+/// ```
 #[derive(Debug, Clone, clap::Args)]
 pub struct ProbeArgs {
     /// Manager socket (default: what the runtime would use).
@@ -43,12 +50,15 @@ pub struct ProbeArgs {
     /// Speak the protocol directly instead of using a pool.
     #[arg(long)]
     pub raw: bool,
+    /// How often the main thread looks at the pool's active workers, in microseconds.
+    #[arg(long, default_value_t = 200)]
+    pub poll_us: u64,
 }
 
 /// Run the probe.
 ///
 /// ```no_run
-/// let args = partita_manager::probe::ProbeArgs { socket: None, name: "p".into(), pool: 2, demand: 2, partition: String::new(), seconds: 1.0, raw: false };
+/// let args = partita_manager::probe::ProbeArgs { socket: None, name: "p".into(), pool: 2, demand: 2, partition: String::new(), seconds: 1.0, raw: false, poll_us: 200 };
 /// partita_manager::probe::run(&args).unwrap();
 /// ```
 pub fn run(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -159,7 +169,7 @@ fn run_pool(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
         if args.seconds > 0.0 && start.elapsed().as_secs_f64() > args.seconds {
             break;
         }
-        std::thread::sleep(Duration::from_micros(200));
+        std::thread::sleep(Duration::from_micros(args.poll_us));
     }
     stop.store(true, Ordering::Relaxed);
     if driver.join().is_err() {

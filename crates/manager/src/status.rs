@@ -35,6 +35,11 @@ pub struct Status {
 }
 
 /// One partition.
+///
+/// ```
+/// let p = partita_manager::status::PartitionStatus { name: "batch".into(), ..Default::default() };
+/// assert_eq!(p.allocation, 0);
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct PartitionStatus {
     /// Name.
@@ -68,6 +73,11 @@ pub struct PartitionStatus {
 }
 
 /// One registered application.
+///
+/// ```
+/// let a = partita_manager::status::AppStatus { pid: 42, ..Default::default() };
+/// assert!(a.cpus.is_empty());
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct AppStatus {
     /// Manager-assigned id.

@@ -6,6 +6,11 @@ use std::io;
 use std::path::Path;
 
 /// A failed system call or /proc read, naming what was attempted.
+///
+/// ```
+/// let e = partita_manager::sys::set_affinity(0, &partita_protocol::CpuSet::new()).unwrap_err();
+/// assert!(e.to_string().starts_with("sched_setaffinity"));
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[error("{call}: {source}")]
 pub struct SysError {

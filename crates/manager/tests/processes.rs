@@ -223,13 +223,19 @@ fn applications_survive_the_manager() {
         println!("manager SIGKILL -> application standalone: {us} us");
         assert!(us < 2_000_000, "{us} us");
     }
-    // Restart on the same socket: both register again and are split again.
+    // Restart on the same socket: both register again and share the CPUs again (the exact
+    // split may flicker while a pool's demand estimate dips between rounds of work).
     let (_mgr2, socket2) = serve(&dir, TRACKED);
     assert_eq!(socket, socket2);
     assert!(
         wait_until(LONG, || {
             let s = status(&socket);
-            s.applications.len() == 2 && s.applications.iter().all(|x| x.target == 1)
+            s.applications.len() == 2
+                && s.applications.iter().map(|x| x.target).sum::<u32>()
+                    == s.cpus_managed.min(4) as u32
+                && s.applications
+                    .iter()
+                    .all(|x| x.target <= 1 || s.cpus_managed > 2)
         }),
         "{:#?}",
         status(&socket)

@@ -4,11 +4,11 @@
 //! member order (uncontrolled first, then applications by registration), and returns a count
 //! per member, never above its cap, summing to at most `a`.
 
-use super::{MemberHistory, MemberId};
+use super::{MemberId, MemberMap};
 use crate::config::UsageDecayConfig;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BinaryHeap;
 
-type Hist = BTreeMap<MemberId, MemberHistory>;
+type Hist = MemberMap;
 
 /// Max-min fair share: every member gets `min(cap, level)`; when the CPUs left do not divide
 /// evenly among the members still wanting more, the extra CPUs go to those with the lowest
@@ -58,10 +58,19 @@ pub fn equipartition(
         for &i in rest {
             out[i].1 = level;
         }
-        let mut order: Vec<usize> = rest.to_vec();
-        let cum = |i: usize| hist.get(&members[i].0).map_or(0, |h| h.cum);
-        order.sort_by(|&x, &y| cum(x).cmp(&cum(y)).then(members[x].0.cmp(&members[y].0)));
-        for &i in &order {
+        // Keys looked up once, not in the comparator.
+        let mut order: Vec<(u64, MemberId, usize)> = rest
+            .iter()
+            .map(|&i| {
+                (
+                    hist.get(&members[i].0).map_or(0, |h| h.cum),
+                    members[i].0,
+                    i,
+                )
+            })
+            .collect();
+        order.sort_unstable();
+        for &(_, _, i) in &order {
             if extra == 0 {
                 break;
             }
@@ -97,8 +106,7 @@ pub fn equipartition(
 ///
 /// ```
 /// use partita_manager::alloc::{level2::usage_decay, MemberId::App, MemberHistory};
-/// use std::collections::BTreeMap;
-/// let mut h = BTreeMap::new();
+/// let mut h = partita_manager::alloc::MemberMap::default();
 /// h.insert(App(1), MemberHistory { inv_prio: 100.0, ..Default::default() });
 /// h.insert(App(2), MemberHistory::default());
 /// let got = usage_decay(1, &[(App(1), 2), (App(2), 2)], &mut h, &Default::default(), 0.0, 0, true, 1);
@@ -236,14 +244,17 @@ pub fn dss(
     let need = (pp - given) as usize;
     // Advancing a quantum: the largest accumulated remainder wins and is charged at once.
     // Inside a quantum: keep the quantum's choice as far as it is still valid.
-    let carry = |i: usize| hist.get(&members[i].0).map_or(0, |h| h.dss_carry);
-    let had = |i: usize| !advance && hist.get(&members[i].0).is_some_and(|h| h.dss_extra);
-    let mut order = rem.clone();
-    order.sort_by(|x, y| {
-        (had(y.0), carry(y.0) + y.1)
-            .cmp(&(had(x.0), carry(x.0) + x.1))
-            .then(members[x.0].0.cmp(&members[y.0].0))
-    });
+    let mut order: Vec<(bool, i64, MemberId, usize)> = rem
+        .iter()
+        .map(|&(i, r)| {
+            let h = hist.get(&members[i].0);
+            let had = !advance && h.is_some_and(|h| h.dss_extra);
+            (had, h.map_or(0, |h| h.dss_carry) + r, members[i].0, i)
+        })
+        .collect();
+    // Largest (had, carry) first; ties by member order.
+    order.sort_unstable_by(|x, y| (y.0, y.1).cmp(&(x.0, x.1)).then(x.2.cmp(&y.2)));
+    let order: Vec<(usize, i64)> = order.into_iter().map(|x| (x.3, x.1)).collect();
     let chosen: Vec<usize> = order.iter().take(need).map(|x| x.0).collect();
     for &i in &chosen {
         out[i].1 += 1;

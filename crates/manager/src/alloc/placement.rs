@@ -9,11 +9,15 @@
 //! So a reallocation moves only CPUs whose owner's count changed; `moves` counts the CPUs
 //! handed to a different owner than before.
 
-use super::{MemberHistory, MemberId};
+use super::{MemberId, MemberMap};
 use partita_protocol::CpuSet;
 use std::collections::BTreeMap;
 
 /// Result of [`place`].
+///
+/// ```
+/// assert_eq!(partita_manager::alloc::placement::Placement::default().moves, 0);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Placement {
     /// CPU set per member (`len() == count`, as far as CPUs exist).
@@ -23,12 +27,12 @@ pub struct Placement {
 }
 
 /// Assign CPU sets. `domains[i]` is the domain of `cpus[i]` (missing: domain 0); `prev` holds
-/// each member's last set and the CPUs it used before.
+/// each member's last set and the CPUs it used before. Members with a count of 0 get no entry.
 ///
 /// ```
 /// use partita_manager::alloc::{placement::place, MemberHistory, MemberId::App};
 /// use std::collections::BTreeMap;
-/// let mut prev = BTreeMap::new();
+/// let mut prev = HashMap::new();
 /// prev.insert(App(1), MemberHistory { last_cpus: [2, 3].into_iter().collect(), ..Default::default() });
 /// let counts = BTreeMap::from([(App(1), 2), (App(2), 2)]);
 /// let p = place(&[0, 1, 2, 3], &[], &counts, &prev);
@@ -40,7 +44,32 @@ pub fn place(
     cpus: &[usize],
     domains: &[u32],
     counts: &BTreeMap<MemberId, u32>,
-    prev: &BTreeMap<MemberId, MemberHistory>,
+    prev: &MemberMap,
+) -> Placement {
+    let holders: Vec<MemberId> = prev
+        .iter()
+        .filter(|(_, h)| !h.last_cpus.is_empty())
+        .map(|(m, _)| *m)
+        .collect();
+    place_with_holders(cpus, domains, counts, prev, &holders)
+}
+
+/// [`place`] when the caller knows which members held CPUs before (`holders`), so that the
+/// members without CPUs (most of them, with 10^4 applications) are never visited.
+///
+/// ```
+/// use partita_manager::alloc::{placement::place_with_holders, MemberMap};
+/// use std::collections::BTreeMap;
+/// let counts = BTreeMap::from([(partita_manager::alloc::MemberId::App(1), 1)]);
+/// let p = place_with_holders(&[0, 1], &[], &counts, &MemberMap::default(), &[]);
+/// assert_eq!(p.sets.len(), 1);
+/// ```
+pub fn place_with_holders(
+    cpus: &[usize],
+    domains: &[u32],
+    counts: &BTreeMap<MemberId, u32>,
+    prev: &MemberMap,
+    holders: &[MemberId],
 ) -> Placement {
     let max_cpu = cpus.iter().copied().max().map_or(0, |c| c + 1);
     let mut domain_of = vec![0u32; max_cpu];
@@ -51,7 +80,7 @@ pub fn place(
     }
     // Previous owner of each CPU.
     let mut old_owner: Vec<Option<MemberId>> = vec![None; max_cpu];
-    for (m, h) in prev {
+    for (m, h) in holders.iter().filter_map(|m| prev.get(m).map(|h| (m, h))) {
         for c in h.last_cpus.iter() {
             if c < max_cpu {
                 old_owner[c] = Some(*m);
@@ -64,6 +93,9 @@ pub fn place(
 
     // 1. Keep.
     for (&m, &n) in counts {
+        if n == 0 {
+            continue;
+        }
         let mut set = CpuSet::new();
         if let Some(h) = prev.get(&m) {
             let mut mine: Vec<usize> = h

@@ -301,7 +301,7 @@ proptest! {
     ) {
         let cfg = crate::config::UsageDecayConfig::default();
         let ms: Vec<(MemberId, u32)> = members.iter().enumerate().map(|(i, m)| (MemberId::App(i as u32), m.0)).collect();
-        let mut h: BTreeMap<MemberId, MemberHistory> = members.iter().enumerate()
+        let mut h: MemberMap = members.iter().enumerate()
             .map(|(i, m)| (MemberId::App(i as u32), MemberHistory { inv_prio: m.1, ..Default::default() }))
             .collect();
         let got = level2::usage_decay(a, &ms, &mut h, &cfg, 0.0, 0, true, round);
@@ -350,7 +350,7 @@ proptest! {
     #[test]
     fn dss_invariants(p in 1u32..17, reqs in prop::collection::vec(1u32..12, 1..10), rounds in 1usize..6) {
         let ms: Vec<(MemberId, u32)> = reqs.iter().enumerate().map(|(i, &r)| (MemberId::App(i as u32), r)).collect();
-        let mut h = BTreeMap::new();
+        let mut h = MemberMap::default();
         let (mut w_hist, mut off) = (0, 0);
         let w: u32 = reqs.iter().sum();
         let n = reqs.len() as u32;
@@ -382,7 +382,7 @@ proptest! {
     #[test]
     fn dss_serves_every_group(p in 1u32..5, n in 1usize..12) {
         let ms: Vec<(MemberId, u32)> = (0..n).map(|i| (MemberId::App(i as u32), 2)).collect();
-        let mut h = BTreeMap::new();
+        let mut h = MemberMap::default();
         let (mut w_hist, mut off) = (0, 0);
         let mut served = vec![false; n];
         let rounds = n.div_ceil(p as usize);
@@ -453,7 +453,7 @@ fn selective_assignment_prefers_the_same_domain() {
     let mut input = AllocInput::new((0..4).collect(), vec![PartitionConfig::named("default")]);
     input.domains = vec![0, 0, 1, 1];
     let counts = BTreeMap::from([(MemberId::App(1), 2u32)]);
-    let prev = BTreeMap::from([(
+    let prev = MemberMap::from_iter([(
         MemberId::App(1),
         MemberHistory {
             last_cpus: [2].into_iter().collect(),
