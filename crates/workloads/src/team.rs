@@ -410,6 +410,44 @@ mod tests {
         assert!(stats.participant_phases >= phases as u64);
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        /// The static split gives every item to exactly one participant, in order.
+        #[test]
+        fn shares_partition_any_range(len in 0usize..10_000, n in 1usize..64) {
+            let mut next = 0;
+            for rank in 0..n {
+                let r = PhaseCtx { phase: 0, rank, participants: n }.share(len);
+                proptest::prop_assert_eq!(r.start, next);
+                next = r.end;
+            }
+            proptest::prop_assert_eq!(next, len);
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(12))]
+        /// Whatever the sequence of allocations (including zero quanta), every phase touches
+        /// every item exactly once and phases never overlap.
+        #[test]
+        fn any_allocation_sequence_keeps_phases_exact(
+            targets in proptest::collection::vec(0usize..4, 1..40),
+            phases in 1usize..300,
+        ) {
+            let pool = pool::build(3, "team-prop").unwrap();
+            let len = 97;
+            let cells: Vec<AtomicUsize> = (0..len).map(|_| AtomicUsize::new(0)).collect();
+            let calls = AtomicUsize::new(0);
+            let target = || targets[calls.fetch_add(1, Ordering::Relaxed) % targets.len()];
+            run_with_target(&pool, &target, phases, Duration::from_micros(2), |c| {
+                for i in c.share(len) {
+                    assert_eq!(cells[i].fetch_add(1, Ordering::Relaxed), c.phase);
+                }
+            });
+            proptest::prop_assert!(cells.iter().all(|c| c.load(Ordering::Relaxed) == phases));
+        }
+    }
+
     #[test]
     fn churning_participation_with_pauses_keeps_every_phase_exact() {
         let pool = pool::build(3, "team-churn").unwrap();
