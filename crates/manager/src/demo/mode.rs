@@ -53,6 +53,11 @@ impl Mode {
     }
 
     /// Whether the mode runs the manager.
+    ///
+    /// ```
+    /// use partita_manager::demo::Mode;
+    /// assert!(Mode::Partitioned.uses_manager() && !Mode::Batch.uses_manager());
+    /// ```
     pub fn uses_manager(self) -> bool {
         matches!(self, Mode::Partitioned | Mode::ProcessControl)
     }
@@ -176,6 +181,12 @@ pub struct ModeRun {
 
 impl ModeRun {
     /// Whether every application finished with a correct result.
+    ///
+    /// ```
+    /// use partita_manager::demo::{Mode, ModeRun};
+    /// let r = ModeRun { mode: Mode::Batch, makespan_s: 0.0, cpus: 2, realloc_ms: 0, apps: vec![], timeline: vec![] };
+    /// assert!(r.all_ok());
+    /// ```
     pub fn all_ok(&self) -> bool {
         self.apps.iter().all(|a| a.ok)
     }
@@ -199,6 +210,10 @@ pub struct WorkloadReport {
 }
 
 /// The CPUs this process may run on.
+///
+/// ```
+/// assert!(partita_manager::demo::mode::available_cpus() >= 1);
+/// ```
 pub fn available_cpus() -> usize {
     crate::sys::get_affinity(0)
         .map(|s| s.iter().count())

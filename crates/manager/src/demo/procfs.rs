@@ -5,6 +5,10 @@
 use std::path::Path;
 
 /// Clock ticks per second for the times in `/proc/<pid>/stat`.
+///
+/// ```
+/// assert!(partita_manager::demo::procfs::clock_ticks() >= 1.0);
+/// ```
 pub fn clock_ticks() -> f64 {
     // SAFETY: sysconf has no memory-safety preconditions.
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };

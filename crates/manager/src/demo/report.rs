@@ -134,6 +134,13 @@ fn ratio(r: Option<f64>) -> String {
 }
 
 /// The summary as a terminal table: one block per mode, then the makespans side by side.
+///
+/// ```
+/// use partita_manager::demo::{report::{summarize, to_text}, Mode, ModeRun};
+/// let run = |mode, makespan_s| ModeRun { mode, makespan_s, cpus: 2, realloc_ms: 0, apps: vec![], timeline: vec![] };
+/// let t = to_text(&summarize(&[run(Mode::Batch, 2.0), run(Mode::ProcessControl, 1.0)]));
+/// assert!(t.contains("batch") && t.contains("2.00×"));
+/// ```
 pub fn to_text(summaries: &[ModeSummary]) -> String {
     let mut s = String::new();
     for m in summaries {
@@ -183,6 +190,13 @@ pub fn to_text(summaries: &[ModeSummary]) -> String {
 }
 
 /// The summary as Markdown tables (for `report.md`).
+///
+/// ```
+/// use partita_manager::demo::{report::{summarize, to_markdown}, Mode, ModeRun};
+/// let run = |mode, makespan_s| ModeRun { mode, makespan_s, cpus: 2, realloc_ms: 0, apps: vec![], timeline: vec![] };
+/// let md = to_markdown(&summarize(&[run(Mode::ProcessControl, 1.0)]));
+/// assert!(md.contains("| process-control | 1.00 | 1 | 1.00× | yes |"));
+/// ```
 pub fn to_markdown(summaries: &[ModeSummary]) -> String {
     let mut s = String::new();
     let _ = writeln!(

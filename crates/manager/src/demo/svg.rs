@@ -68,6 +68,17 @@ fn cpu_rate(timeline: &[Sample], label: &str, window: f64) -> Vec<(f64, f64)> {
 
 /// The timeline of `run`: one lane per application, and a last lane with the sum of active
 /// workers (or runnable threads without a manager) against the CPUs.
+///
+/// ```
+/// use partita_manager::demo::{mode::{AppSample, Sample}, Mode, ModeRun};
+/// let smp = |t_s: f64, target| Sample { t_s, apps: vec![AppSample {
+///     label: "a<b".into(), cpu_s: t_s, runnable: 1, target: Some(target), active: Some(target),
+///     cpus: Some(vec![0]) }] };
+/// let run = ModeRun { mode: Mode::ProcessControl, makespan_s: 1.0, cpus: 2, realloc_ms: 300,
+///     apps: vec![], timeline: vec![smp(0.0, 1), smp(0.5, 2)] };
+/// let svg = partita_manager::demo::svg::timeline(&run, "t");
+/// assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+/// ```
 pub fn timeline(run: &ModeRun, title: &str) -> String {
     let end = run
         .apps
@@ -273,6 +284,15 @@ fn trim(v: f64) -> String {
 
 /// Bars of the median makespan per mode, labelled with the time and the ratio to process
 /// control.
+///
+/// ```
+/// use partita_manager::demo::{report::summarize, Mode, ModeRun};
+/// let run = |mode, makespan_s| ModeRun { mode, makespan_s, cpus: 2, realloc_ms: 0, apps: vec![], timeline: vec![] };
+/// let s = summarize(&[run(Mode::Uncontrolled, 3.0), run(Mode::ProcessControl, 1.0)]);
+/// let svg = partita_manager::demo::svg::makespans(&s, "m");
+/// assert_eq!(svg.matches("<rect").count(), 1 + 2); // background + two bars
+/// assert!(svg.contains("3.00× pc"));
+/// ```
 pub fn makespans(summaries: &[ModeSummary], title: &str) -> String {
     let h = 320.0;
     let top = 50.0;
