@@ -132,7 +132,8 @@ impl ThreadPoolBuilder {
 
     /// Makes the building thread worker 0 of the pool: it does not run the workers' main loop,
     /// but runs pool tasks whenever it waits inside the pool. It is never suspended by process
-    /// control. Building fails if the thread already belongs to a pool.
+    /// control, and a target of 1 keeps worker 1 active as well (so that some thread always
+    /// runs the pool's tasks). Building fails if the thread already belongs to a pool.
     ///
     /// ```
     /// std::thread::spawn(|| {

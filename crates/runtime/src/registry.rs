@@ -477,7 +477,12 @@ impl Registry {
     /// at their next safe point (sleeping ones are woken to notice it now).
     pub(crate) fn set_target(&self, requested: usize, allow_zero: bool) {
         let n = self.num_threads();
-        let t = control::clamp_target(requested, n, allow_zero);
+        let mut t = control::clamp_target(requested, n, allow_zero);
+        if self.borrowed_thread0 && t == 1 && n > 1 {
+            // Worker 0 is a user thread that runs pool tasks only while it waits inside the
+            // pool: keep one main-loop worker active too, or spawned work could wait forever.
+            t = 2;
+        }
         let _g = self
             .control
             .change

@@ -184,3 +184,25 @@ fn ready_queue_policies_are_validated() {
         .unwrap();
     assert_eq!(ok.install(|| 1), 1);
 }
+
+#[test]
+fn use_current_thread_keeps_a_main_loop_worker_active() {
+    std::thread::spawn(|| {
+        let pool = ThreadPoolBuilder::new()
+            .num_threads(2)
+            .use_current_thread()
+            .build()
+            .unwrap();
+        pool.set_target_workers(1);
+        assert_eq!(pool.target_workers(), 2);
+        // A spawn still runs while this (worker 0) thread waits outside the pool.
+        let (tx, rx) = std::sync::mpsc::channel();
+        pool.spawn(move || tx.send(7).unwrap());
+        assert_eq!(
+            rx.recv_timeout(std::time::Duration::from_secs(20)).unwrap(),
+            7
+        );
+    })
+    .join()
+    .unwrap();
+}
