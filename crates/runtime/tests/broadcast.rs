@@ -63,3 +63,18 @@ fn spawn_broadcast_reaches_every_worker() {
     v.sort();
     assert_eq!(v, vec![0, 1, 2]);
 }
+
+#[test]
+fn spawn_broadcast_panic_goes_to_panic_handler() {
+    let (tx, rx) = channel();
+    let tx = std::sync::Mutex::new(tx);
+    let pool = ThreadPoolBuilder::new()
+        .num_threads(2)
+        .panic_handler(move |_| tx.lock().unwrap().send(()).unwrap())
+        .build()
+        .unwrap();
+    pool.spawn_broadcast(|_| panic!("each"));
+    // One panic per worker reaches the handler; the workers survive.
+    assert_eq!(rx.iter().take(2).count(), 2);
+    assert_eq!(pool.install(|| 1), 1);
+}

@@ -167,3 +167,41 @@ fn scope_spawn_broadcast_reaches_every_worker() {
     v.sort();
     assert_eq!(v, vec![0, 1, 2]);
 }
+
+#[test]
+fn panic_in_scope_fifo_task_propagates() {
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        scope_fifo(|s| {
+            s.spawn_fifo(|_| panic!("fifo task"));
+            s.spawn_fifo(|_| ());
+        })
+    }));
+    assert_eq!(*r.unwrap_err().downcast_ref::<&str>().unwrap(), "fifo task");
+}
+
+#[test]
+fn panic_in_in_place_scope_task_propagates() {
+    let pool = ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        pool.in_place_scope(|s| s.spawn(|_| panic!("in place")))
+    }));
+    assert_eq!(*r.unwrap_err().downcast_ref::<&str>().unwrap(), "in place");
+}
+
+#[test]
+fn panic_in_scope_spawn_broadcast_propagates() {
+    let pool = ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        pool.scope(|s| {
+            s.spawn_broadcast(|_, ctx| {
+                if ctx.index() == 0 {
+                    panic!("broadcast in scope")
+                }
+            })
+        })
+    }));
+    assert_eq!(
+        *r.unwrap_err().downcast_ref::<&str>().unwrap(),
+        "broadcast in scope"
+    );
+}
