@@ -12,6 +12,7 @@ fn start_and_exit_handlers_run_once_per_worker() {
     let exited = Arc::new(AtomicUsize::new(0));
     let (s, e) = (started.clone(), exited.clone());
     let pool = ThreadPoolBuilder::new()
+        .process_control(crate::ProcessControl::Manual)
         .num_threads(3)
         .start_handler(move |_| {
             s.fetch_add(1, Ordering::SeqCst);
@@ -35,7 +36,11 @@ fn start_and_exit_handlers_run_once_per_worker() {
 
 #[test]
 fn workers_stop_after_pool_dropped_even_when_suspended() {
-    let pool = ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+    let pool = ThreadPoolBuilder::new()
+        .process_control(crate::ProcessControl::Manual)
+        .num_threads(3)
+        .build()
+        .unwrap();
     pool.set_target_workers(1);
     while pool.active_workers() != 1 {
         std::thread::yield_now();
@@ -46,7 +51,11 @@ fn workers_stop_after_pool_dropped_even_when_suspended() {
 
 #[test]
 fn pool_stays_alive_for_spawned_tasks() {
-    let pool = ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let pool = ThreadPoolBuilder::new()
+        .process_control(crate::ProcessControl::Manual)
+        .num_threads(2)
+        .build()
+        .unwrap();
     let barrier = Arc::new(Barrier::new(2));
     let done = Arc::new(AtomicUsize::new(0));
     {
@@ -82,7 +91,11 @@ fn wait_active(reg: &crate::registry::Registry, n: usize) {
 
 #[test]
 fn zero_quantum_holds_tasks_until_granted_again() {
-    let pool = ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let pool = ThreadPoolBuilder::new()
+        .process_control(crate::ProcessControl::Manual)
+        .num_threads(2)
+        .build()
+        .unwrap();
     let reg = pool.registry.clone();
     Controlled::set_target_workers(&*reg, 0);
     wait_active(&reg, 0);
@@ -111,7 +124,11 @@ fn zero_quantum_holds_tasks_until_granted_again() {
 
 #[test]
 fn demand_is_zero_when_idle_and_capped_by_need() {
-    let pool = ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let pool = ThreadPoolBuilder::new()
+        .process_control(crate::ProcessControl::Manual)
+        .num_threads(2)
+        .build()
+        .unwrap();
     let reg = pool.registry.clone();
     // Let the workers go idle.
     let start = Instant::now();
@@ -141,7 +158,11 @@ fn demand_is_zero_when_idle_and_capped_by_need() {
 
 #[test]
 fn set_cpus_repins_workers_at_safe_points() {
-    let pool = ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let pool = ThreadPoolBuilder::new()
+        .process_control(crate::ProcessControl::Manual)
+        .num_threads(2)
+        .build()
+        .unwrap();
     let reg = pool.registry.clone();
     let affinity = || {
         let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
@@ -170,7 +191,11 @@ fn set_cpus_repins_workers_at_safe_points() {
 
 #[test]
 fn idle_time_is_counted() {
-    let pool = ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let pool = ThreadPoolBuilder::new()
+        .process_control(crate::ProcessControl::Manual)
+        .num_threads(2)
+        .build()
+        .unwrap();
     pool.install(|| ());
     std::thread::sleep(Duration::from_millis(20));
     pool.install(|| ());
@@ -179,7 +204,11 @@ fn idle_time_is_counted() {
 
 #[test]
 fn idle_workers_fall_asleep() {
-    let pool = ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+    let pool = ThreadPoolBuilder::new()
+        .process_control(crate::ProcessControl::Manual)
+        .num_threads(3)
+        .build()
+        .unwrap();
     pool.install(|| crate::join(|| (), || ()));
     // Idle workers search briefly, then all of them sleep (none left spinning).
     let start = Instant::now();

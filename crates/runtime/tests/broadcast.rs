@@ -29,7 +29,11 @@ fn broadcast_from_inside_the_pool() {
 
 #[test]
 fn broadcast_reaches_suspended_workers() {
-    let pool = ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+    let pool = ThreadPoolBuilder::new()
+        .num_threads(3)
+        .process_control(partita_runtime::ProcessControl::Manual)
+        .build()
+        .unwrap();
     pool.set_target_workers(1);
     while pool.active_workers() != 1 {
         std::thread::yield_now();

@@ -191,6 +191,7 @@ fn use_current_thread_keeps_a_main_loop_worker_active() {
         let pool = ThreadPoolBuilder::new()
             .num_threads(2)
             .use_current_thread()
+            .process_control(ProcessControl::Manual)
             .build()
             .unwrap();
         pool.set_target_workers(1);
