@@ -32,7 +32,7 @@ pub struct Placement {
 /// ```
 /// use partita_manager::alloc::{placement::place, MemberHistory, MemberId::App};
 /// use std::collections::BTreeMap;
-/// let mut prev = HashMap::new();
+/// let mut prev = partita_manager::alloc::MemberMap::default();
 /// prev.insert(App(1), MemberHistory { last_cpus: [2, 3].into_iter().collect(), ..Default::default() });
 /// let counts = BTreeMap::from([(App(1), 2), (App(2), 2)]);
 /// let p = place(&[0, 1, 2, 3], &[], &counts, &prev);
