@@ -15,7 +15,11 @@ fn phase(pool: &ThreadPool) -> Vec<u64> {
     pool.scope(|s| {
         for _ in 0..2000 {
             s.spawn(|_| {
-                std::hint::black_box((0..20_000u64).sum::<u64>());
+                // ~20 µs of work the optimiser cannot fold away.
+                std::hint::black_box(
+                    (0..std::hint::black_box(20_000u64))
+                        .fold(0u64, |a, x| a.wrapping_mul(31).wrapping_add(x)),
+                );
                 let i = partita_runtime::current_thread_index().expect("in the pool");
                 per_worker[i].fetch_add(1, Ordering::Relaxed);
             });
