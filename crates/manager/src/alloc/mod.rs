@@ -22,6 +22,7 @@
 //! assert_eq!(out.count(MemberId::App(2)), 2);
 //! ```
 
+pub mod bandwidth;
 pub mod level1;
 pub mod level2;
 pub mod placement;
