@@ -21,9 +21,11 @@
 //! use partita::queues as _;
 //! ```
 
+pub use partita_demo as demo;
 pub use partita_manager as manager;
 pub use partita_numa as numa;
 pub use partita_protocol as protocol;
 pub use partita_queues as queues;
 pub use partita_runtime as runtime;
+pub use partita_stats as stats;
 pub use partita_workloads as workloads;

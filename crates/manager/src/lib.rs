@@ -2,7 +2,8 @@
 //!
 //! The co-located core arbiter: a daemon (`partita serve`) that registers applications built on
 //! partita-runtime, decides how many CPUs (and which) each gets with pure allocation policies,
-//! and enforces the result; plus the CLI (`partita status`, `run`, `demo`, …). Design:
+//! and enforces the result; plus the client calls behind `partita status` and `partita run`
+//! (the `partita` binary itself is the root package's). Design:
 //! `shared/spec/manager.md`.
 //!
 //! - [`alloc`]: the allocator, pure functions over plain data (levels 1 and 2, placement);
@@ -24,9 +25,7 @@
 pub mod alloc;
 pub mod config;
 mod daemon;
-pub mod demo;
 pub mod enforce;
-pub mod probe;
 mod registry;
 pub mod status;
 pub mod sys;

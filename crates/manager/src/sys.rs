@@ -97,12 +97,53 @@ pub fn threads(pid: i32) -> Result<Vec<i32>, SysError> {
         .collect())
 }
 
-/// Scheduler state letter of a thread (`R`, `S`, `D`, …), from `/proc/PID/task/TID/stat`.
-fn thread_state(pid: i32, tid: i32) -> Option<char> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
-    // The command name is in parentheses and may contain spaces; the state follows the last ')'.
-    let after = &text[text.rfind(')')? + 1..];
-    after.trim_start().chars().next()
+/// What Partita reads from `/proc/<pid>/stat` or `/proc/<pid>/task/<tid>/stat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcStat {
+    /// Scheduler state letter (`R` running or runnable, `S`, `D`, `Z`, …).
+    pub state: char,
+    /// `utime + stime + cutime + cstime`, in clock ticks: CPU time of the process (or thread)
+    /// and of the children it has reaped.
+    pub cpu_ticks: u64,
+}
+
+/// Parse the text of a `/proc/<pid>/stat` file. The command name (field 2) is in parentheses
+/// and may itself contain spaces and parentheses, so fields are counted from the last `)`.
+/// `None` for text that is not a complete stat line.
+///
+/// ```
+/// use partita_manager::sys::{parse_proc_stat, ProcStat};
+/// let s = "42 (my (odd) name) R 1 2 3 4 5 6 7 8 9 10 100 20 3 4 20 0 1 0";
+/// assert_eq!(parse_proc_stat(s), Some(ProcStat { state: 'R', cpu_ticks: 127 }));
+/// assert_eq!(parse_proc_stat("garbage"), None);
+/// ```
+pub fn parse_proc_stat(text: &str) -> Option<ProcStat> {
+    let close = text.rfind(')')?;
+    let f: Vec<&str> = text[close + 1..].split_whitespace().collect();
+    let state = f.first()?.chars().next()?;
+    // utime, stime, cutime, cstime are fields 14..=17, i.e. indices 11..=14 after the name.
+    let mut cpu_ticks = 0u64;
+    for i in 11..=14 {
+        let v: i64 = f.get(i)?.parse().ok()?;
+        cpu_ticks = cpu_ticks.saturating_add(v.max(0) as u64);
+    }
+    Some(ProcStat { state, cpu_ticks })
+}
+
+/// Read and parse `/proc/<pid>/stat` (`tid`: `/proc/<pid>/task/<tid>/stat`); `None` when the
+/// process or thread is gone.
+///
+/// ```
+/// let me = std::process::id() as i32;
+/// assert!(partita_manager::sys::read_proc_stat(me, None).is_some());
+/// assert!(partita_manager::sys::read_proc_stat(i32::MAX, None).is_none());
+/// ```
+pub fn read_proc_stat(pid: i32, tid: Option<i32>) -> Option<ProcStat> {
+    let path = match tid {
+        Some(t) => format!("/proc/{pid}/task/{t}/stat"),
+        None => format!("/proc/{pid}/stat"),
+    };
+    parse_proc_stat(&std::fs::read_to_string(path).ok()?)
 }
 
 /// Number of runnable (state `R`) threads of a process; 0 if it is gone.
@@ -115,7 +156,7 @@ pub fn runnable_threads(pid: i32) -> u32 {
     threads(pid)
         .unwrap_or_default()
         .into_iter()
-        .filter(|&t| thread_state(pid, t) == Some('R'))
+        .filter(|&t| read_proc_stat(pid, Some(t)).is_some_and(|s| s.state == 'R'))
         .count() as u32
 }
 
@@ -171,13 +212,7 @@ pub fn procs_running() -> Result<u32, SysError> {
 /// assert!(!partita_manager::sys::alive(i32::MAX));
 /// ```
 pub fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(text) => text
-            .rfind(')')
-            .and_then(|i| text[i + 1..].trim_start().chars().next())
-            .is_some_and(|s| s != 'Z' && s != 'X'),
-        Err(_) => false,
-    }
+    read_proc_stat(pid, None).is_some_and(|s| s.state != 'Z' && s.state != 'X')
 }
 
 /// Effective user id of this process.
@@ -193,4 +228,40 @@ pub fn euid() -> u32 {
 /// Write a file, naming it in the error.
 pub(crate) fn write_file(path: &Path, text: &str) -> Result<(), SysError> {
     std::fs::write(path, text).map_err(sys_err(format!("write {}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_of_this_thread_parses() {
+        // The calling thread is running while it reads its own stat, so its state is R; the
+        // process-level /proc/self/stat shows the main thread, which may be asleep.
+        let text = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+        assert_eq!(parse_proc_stat(&text).unwrap().state, 'R');
+    }
+
+    #[test]
+    fn truncated_or_garbled_stat_is_rejected() {
+        assert_eq!(parse_proc_stat("1 (x) R 1 2 3"), None);
+        assert_eq!(
+            parse_proc_stat("1 (x) R 1 2 3 4 5 6 7 8 9 10 x 20 3 4"),
+            None
+        );
+        assert_eq!(parse_proc_stat("1 (x)"), None);
+        assert_eq!(parse_proc_stat(""), None);
+    }
+
+    #[test]
+    fn negative_child_times_count_as_zero() {
+        let s = parse_proc_stat("7 (a) S 1 2 3 4 5 6 7 8 9 10 5 5 -3 0 20").unwrap();
+        assert_eq!(
+            s,
+            ProcStat {
+                state: 'S',
+                cpu_ticks: 10
+            }
+        );
+    }
 }

@@ -1,6 +1,7 @@
-//! Bad input and resource limits against a real manager (in-process daemon, raw socket
-//! clients): every case gets a typed error reply and a disconnect, and the manager keeps
-//! serving.
+//! Bad input against a real manager (in-process daemon, raw socket clients): every case gets
+//! a typed error reply and a disconnect, and the manager keeps serving. The cases that need
+//! separate processes (the application limit, `partita serve` configuration errors) are the
+//! root package's `tests/manager_limits.rs`.
 
 mod support;
 
@@ -139,8 +140,8 @@ fn raw_register(socket: &std::path::Path, name: &str) -> Result<UnixStream, (Err
 }
 
 #[test]
-fn identity_comes_from_the_kernel_and_limits_are_enforced() {
-    let dir = TempDir::new("limits");
+fn identity_comes_from_the_kernel() {
+    let dir = TempDir::new("ident");
     let h = spawn_in_process(config(), dir.path("m.sock")).unwrap();
     let first = raw_register(h.socket(), "one").expect("first registration");
     let st = h.status();
@@ -151,70 +152,13 @@ fn identity_comes_from_the_kernel_and_limits_are_enforced() {
     let (code, _) = raw_register(h.socket(), "again").unwrap_err();
     assert_eq!(code, ErrorCode::OutOfOrder);
     drop(first);
-    assert!(support::wait_until(Duration::from_secs(5), || h
-        .status()
-        .applications
-        .is_empty()));
-
-    // max_applications = 2: a third application is refused with a clear error. Use child
-    // processes (raw probes) so that each has its own pid.
-    let mut probes = Vec::new();
-    for i in 0..2 {
-        probes.push(support::Proc::spawn(
-            std::process::Command::new(support::bin())
-                .args(["probe", "--raw", "--name", &format!("r{i}"), "--socket"])
-                .arg(h.socket()),
-        ));
+    let t = Instant::now();
+    while !h.status().applications.is_empty() {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "the closed registration was never dropped"
+        );
+        std::thread::sleep(Duration::from_millis(1));
     }
-    assert!(support::wait_until(Duration::from_secs(10), || h
-        .status()
-        .applications
-        .len()
-        == 2));
-    let out = std::process::Command::new(support::bin())
-        .args(["probe", "--raw", "--name", "third", "--socket"])
-        .arg(h.socket())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("TooManyApplications") && err.contains("max_applications"),
-        "{err}"
-    );
-    drop(probes);
     h.shutdown().unwrap();
-}
-
-#[test]
-fn invalid_configuration_names_the_key_and_value() {
-    let dir = TempDir::new("badcfg");
-    let cfg = dir.path("bad.toml");
-    std::fs::write(&cfg, "[usage_decay]\nc = 7.5\n").unwrap();
-    let out = std::process::Command::new(support::bin())
-        .args(["serve", "--config"])
-        .arg(&cfg)
-        .arg("--socket")
-        .arg(dir.path("s.sock"))
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("usage_decay.c") && err.contains("7.5"),
-        "{err}"
-    );
-    std::fs::write(&cfg, "[[partition]]\nname = \"a\"\npolicy = \"lottery\"\n").unwrap();
-    let out = std::process::Command::new(support::bin())
-        .args(["serve", "--config"])
-        .arg(&cfg)
-        .arg("--socket")
-        .arg(dir.path("s.sock"))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && err.contains("lottery") && err.contains("policy"),
-        "{err}"
-    );
 }

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 /// Escape text for XML.
 ///
 /// ```
-/// assert_eq!(partita_manager::demo::svg::escape("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
+/// assert_eq!(partita_demo::svg::escape("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
 /// ```
 pub fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -70,13 +70,13 @@ fn cpu_rate(timeline: &[Sample], label: &str, window: f64) -> Vec<(f64, f64)> {
 /// workers (or runnable threads without a manager) against the CPUs.
 ///
 /// ```
-/// use partita_manager::demo::{mode::{AppSample, Sample}, Mode, ModeRun};
+/// use partita_demo::{mode::{AppSample, Sample}, Mode, ModeRun};
 /// let smp = |t_s: f64, target| Sample { t_s, apps: vec![AppSample {
 ///     label: "a<b".into(), cpu_s: t_s, runnable: 1, target: Some(target), active: Some(target),
 ///     cpus: Some(vec![0]) }] };
 /// let run = ModeRun { mode: Mode::ProcessControl, makespan_s: 1.0, cpus: 2, realloc_ms: 300,
 ///     apps: vec![], timeline: vec![smp(0.0, 1), smp(0.5, 2)] };
-/// let svg = partita_manager::demo::svg::timeline(&run, "t");
+/// let svg = partita_demo::svg::timeline(&run, "t");
 /// assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
 /// ```
 pub fn timeline(run: &ModeRun, title: &str) -> String {
@@ -286,10 +286,10 @@ fn trim(v: f64) -> String {
 /// control.
 ///
 /// ```
-/// use partita_manager::demo::{report::summarize, Mode, ModeRun};
+/// use partita_demo::{report::summarize, Mode, ModeRun};
 /// let run = |mode, makespan_s| ModeRun { mode, makespan_s, cpus: 2, realloc_ms: 0, apps: vec![], timeline: vec![] };
 /// let s = summarize(&[run(Mode::Uncontrolled, 3.0), run(Mode::ProcessControl, 1.0)]);
-/// let svg = partita_manager::demo::svg::makespans(&s, "m");
+/// let svg = partita_demo::svg::makespans(&s, "m");
 /// assert_eq!(svg.matches("<rect").count(), 1 + 2); // background + two bars
 /// assert!(svg.contains("3.00× pc"));
 /// ```

@@ -1,6 +1,6 @@
 //! End-to-end reaction: one process changes its demand, another process's workers adjust.
 //!
-//! `cargo run --release -p partita-manager --example reaction [ROUNDS]`
+//! `cargo run --release --example reaction [ROUNDS]`
 //!
 //! A manager runs in this process (the daemon code on its own thread, as `partita serve`
 //! would run it); two applications built on partita-runtime run as separate processes (this
@@ -15,6 +15,7 @@
 //! reaction that is the pool's own.
 
 use partita_protocol::page::monotonic_ns;
+use partita_stats::percentile;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -27,11 +28,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         #[derive(Parser)]
         struct P {
             #[command(flatten)]
-            probe: partita_manager::probe::ProbeArgs,
+            probe: partita_demo::probe::ProbeArgs,
         }
         let p =
             P::parse_from(std::iter::once("probe".to_string()).chain(args[2..].iter().cloned()));
-        return partita_manager::probe::run(&p.probe);
+        return partita_demo::probe::run(&p.probe);
     }
     let rounds: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(200);
     let dir = std::env::temp_dir().join(format!("partita-reaction-{}", std::process::id()));
@@ -128,29 +129,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "case", "p50", "p90", "p99", "max"
     );
     for (name, v) in [
-        ("grow: A demand 2->0, B workers 1->2", &mut grow),
-        ("shrink: A demand 0->2, B workers 2->1", &mut shrink),
-        ("baseline in-process set_target 1->2", &mut base_grow),
-        ("baseline in-process set_target 2->1", &mut base_shrink),
+        ("grow: A demand 2->0, B workers 1->2", &grow),
+        ("shrink: A demand 0->2, B workers 2->1", &shrink),
+        ("baseline in-process set_target 1->2", &base_grow),
+        ("baseline in-process set_target 2->1", &base_shrink),
     ] {
-        v.sort_by(f64::total_cmp);
         println!(
             "{:<44} {:>8.0} {:>8.0} {:>8.0} {:>8.0}",
             name,
-            pct(v, 0.5),
-            pct(v, 0.9),
-            pct(v, 0.99),
-            v.last().copied().unwrap_or(f64::NAN)
+            percentile(v, 0.5),
+            percentile(v, 0.9),
+            percentile(v, 0.99),
+            percentile(v, 1.0)
         );
     }
     Ok(())
-}
-
-fn pct(v: &[f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v[((v.len() - 1) as f64 * q).round() as usize]
 }
 
 fn spawn_probe(

@@ -41,7 +41,7 @@ impl Mode {
     /// Short name.
     ///
     /// ```
-    /// assert_eq!(partita_manager::demo::Mode::ProcessControl.name(), "process-control");
+    /// assert_eq!(partita_demo::Mode::ProcessControl.name(), "process-control");
     /// ```
     pub fn name(self) -> &'static str {
         match self {
@@ -55,7 +55,7 @@ impl Mode {
     /// Whether the mode runs the manager.
     ///
     /// ```
-    /// use partita_manager::demo::Mode;
+    /// use partita_demo::Mode;
     /// assert!(Mode::Partitioned.uses_manager() && !Mode::Batch.uses_manager());
     /// ```
     pub fn uses_manager(self) -> bool {
@@ -183,7 +183,7 @@ impl ModeRun {
     /// Whether every application finished with a correct result.
     ///
     /// ```
-    /// use partita_manager::demo::{Mode, ModeRun};
+    /// use partita_demo::{Mode, ModeRun};
     /// let r = ModeRun { mode: Mode::Batch, makespan_s: 0.0, cpus: 2, realloc_ms: 0, apps: vec![], timeline: vec![] };
     /// assert!(r.all_ok());
     /// ```
@@ -212,10 +212,10 @@ pub struct WorkloadReport {
 /// The CPUs this process may run on.
 ///
 /// ```
-/// assert!(partita_manager::demo::mode::available_cpus() >= 1);
+/// assert!(partita_demo::mode::available_cpus() >= 1);
 /// ```
 pub fn available_cpus() -> usize {
-    crate::sys::get_affinity(0)
+    partita_manager::sys::get_affinity(0)
         .map(|s| s.iter().count())
         .unwrap_or(0)
         .max(1)
@@ -327,18 +327,18 @@ pub fn run_mode(
     std::fs::create_dir_all(&dir)?;
     let socket = dir.join(format!("{}.sock", mode.name()));
     let _ = std::fs::remove_file(&socket);
-    let config = crate::Config {
+    let config = partita_manager::Config {
         control: if mode == Mode::Partitioned {
-            crate::Control::PartitionOnly
+            partita_manager::Control::PartitionOnly
         } else {
-            crate::Control::Full
+            partita_manager::Control::Full
         },
         // Only what the demo starts counts as uncontrolled load, not the rest of the machine.
-        uncontrolled: crate::config::Uncontrolled::Tracked,
+        uncontrolled: partita_manager::config::Uncontrolled::Tracked,
         realloc_period_ms: p.realloc_ms,
-        ..crate::Config::default()
+        ..partita_manager::Config::default()
     };
-    let manager = crate::spawn_in_process(config, socket.clone())?;
+    let manager = partita_manager::spawn_in_process(config, socket.clone())?;
     let result = run_group(mode, specs, expected, p, Some(&manager), progress);
     manager.shutdown()?;
     let _ = std::fs::remove_dir(&dir);
@@ -350,7 +350,7 @@ fn run_group(
     specs: &[AppSpec],
     expected: &BTreeMap<App, u64>,
     p: &RunParams,
-    manager: Option<&crate::ManagerHandle>,
+    manager: Option<&partita_manager::ManagerHandle>,
     progress: &ProgressBar,
 ) -> Result<ModeRun, Box<dyn std::error::Error>> {
     let cpus = manager

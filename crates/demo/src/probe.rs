@@ -23,7 +23,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use clap::Parser;
-/// #[derive(Parser)] struct Cli { #[command(flatten)] p: partita_manager::probe::ProbeArgs }
+/// #[derive(Parser)] struct Cli { #[command(flatten)] p: partita_demo::probe::ProbeArgs }
 /// let c = Cli::parse_from(["x", "--raw", "--pool", "4"]);
 /// assert!(c.p.raw && c.p.pool == 4);
 /// ```
@@ -58,8 +58,8 @@ pub struct ProbeArgs {
 /// Run the probe.
 ///
 /// ```no_run
-/// let args = partita_manager::probe::ProbeArgs { socket: None, name: "p".into(), pool: 2, demand: 2, partition: String::new(), seconds: 1.0, raw: false, poll_us: 200 };
-/// partita_manager::probe::run(&args).unwrap();
+/// let args = partita_demo::probe::ProbeArgs { socket: None, name: "p".into(), pool: 2, demand: 2, partition: String::new(), seconds: 1.0, raw: false, poll_us: 200 };
+/// partita_demo::probe::run(&args).unwrap();
 /// ```
 pub fn run(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
     if args.raw {

@@ -35,7 +35,7 @@ fn tv(t: libc::timeval) -> Duration {
 ///
 /// ```
 /// let child = std::process::Command::new("true").spawn().unwrap();
-/// let exit = partita_manager::demo::reap::wait(child.id() as i32).unwrap();
+/// let exit = partita_demo::reap::wait(child.id() as i32).unwrap();
 /// assert_eq!(exit.code, Some(0));
 /// assert!(exit.usage.cpu < std::time::Duration::from_secs(5));
 /// ```

@@ -10,10 +10,11 @@
 //! - `three`: three identical applications on two CPUs: long-run CPU shares (rotation).
 
 use super::mode::{Mode, ModeRun};
-use super::report::{median, summarize};
-use super::{
-    label, mix, parse_modes, references, run_modes, setup, workload_params, BoxError, DemoArgs,
-};
+use super::report::summarize;
+use super::{label, mix, parse_modes, run_modes, setup, BoxError, DemoArgs};
+use crate::references::references;
+use crate::workload::workload_params;
+use partita_stats::median;
 use partita_workloads::App;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -33,14 +34,14 @@ pub struct IntervalShares {
 /// ran together for two samples.
 ///
 /// ```
-/// use partita_manager::demo::{mode::{AppSample, Sample}, Mode, ModeRun};
+/// use partita_demo::{mode::{AppSample, Sample}, Mode, ModeRun};
 /// let smp = |t_s: f64, a: f64, b: f64| Sample { t_s, apps: vec![
 ///     AppSample { label: "a".into(), cpu_s: a, runnable: 1, target: None, active: None, cpus: None },
 ///     AppSample { label: "b".into(), cpu_s: b, runnable: 1, target: None, active: None, cpus: None },
 /// ]};
 /// let run = ModeRun { mode: Mode::Uncontrolled, makespan_s: 2.0, cpus: 2, realloc_ms: 0,
 ///     apps: vec![], timeline: vec![smp(0.0, 0.0, 0.0), smp(1.0, 1.5, 0.5)] };
-/// let s = partita_manager::demo::scenario::interval_shares(&run, &["a", "b"]).unwrap();
+/// let s = partita_demo::scenario::interval_shares(&run, &["a", "b"]).unwrap();
 /// assert_eq!(s.shares, vec![("a".to_string(), 0.75), ("b".to_string(), 0.25)]);
 /// ```
 pub fn interval_shares(run: &ModeRun, labels: &[&str]) -> Option<IntervalShares> {
@@ -75,7 +76,7 @@ pub fn interval_shares(run: &ModeRun, labels: &[&str]) -> Option<IntervalShares>
 /// Largest relative deviation of `shares` from their mean (0.1 = 10%).
 ///
 /// ```
-/// assert!((partita_manager::demo::scenario::max_deviation(&[0.3, 0.3, 0.4]) - 0.2).abs() < 1e-9);
+/// assert!((partita_demo::scenario::max_deviation(&[0.3, 0.3, 0.4]) - 0.2).abs() < 1e-9);
 /// ```
 pub fn max_deviation(shares: &[f64]) -> f64 {
     let mean = shares.iter().sum::<f64>() / shares.len().max(1) as f64;
@@ -163,7 +164,8 @@ pub fn run(name: &str, args: &DemoArgs) -> Result<(), BoxError> {
     let summaries = summarize(&runs);
     print!("{}", super::report::to_text(&summaries));
     println!("\n{extra}");
-    let written = super::write_outputs(&s, &title, &runs, &summaries, &extra, started.elapsed())?;
+    let written =
+        crate::output::write_outputs(&s, &title, &runs, &summaries, &extra, started.elapsed())?;
     println!("wrote {written}");
     super::check_results(&runs)
 }

@@ -2,30 +2,9 @@
 //! rendering as a terminal table and as Markdown. Plain functions over the run data.
 
 use super::mode::{Mode, ModeRun};
+use partita_stats::median;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
-
-/// Median of `xs` (mean of the middle two for an even count; 0 for none).
-///
-/// ```
-/// use partita_manager::demo::report::median;
-/// assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-/// assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-/// assert_eq!(median(&[]), 0.0);
-/// ```
-pub fn median(xs: &[f64]) -> f64 {
-    if xs.is_empty() {
-        return 0.0;
-    }
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
 
 /// One application in one mode, medians over the repetitions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -68,7 +47,7 @@ pub struct ModeSummary {
 /// Summarise `runs` (any number of repetitions of any modes), in [`Mode::ALL`] order.
 ///
 /// ```
-/// use partita_manager::demo::{report::summarize, Mode, ModeRun};
+/// use partita_demo::{report::summarize, Mode, ModeRun};
 /// let run = |mode, makespan_s| ModeRun { mode, makespan_s, cpus: 2, realloc_ms: 0, apps: vec![], timeline: vec![] };
 /// let s = summarize(&[run(Mode::Batch, 2.0), run(Mode::ProcessControl, 1.0), run(Mode::ProcessControl, 3.0)]);
 /// assert_eq!(s[0].mode, Mode::ProcessControl);
@@ -136,7 +115,7 @@ fn ratio(r: Option<f64>) -> String {
 /// The summary as a terminal table: one block per mode, then the makespans side by side.
 ///
 /// ```
-/// use partita_manager::demo::{report::{summarize, to_text}, Mode, ModeRun};
+/// use partita_demo::{report::{summarize, to_text}, Mode, ModeRun};
 /// let run = |mode, makespan_s| ModeRun { mode, makespan_s, cpus: 2, realloc_ms: 0, apps: vec![], timeline: vec![] };
 /// let t = to_text(&summarize(&[run(Mode::Batch, 2.0), run(Mode::ProcessControl, 1.0)]));
 /// assert!(t.contains("batch") && t.contains("2.00×"));
@@ -192,7 +171,7 @@ pub fn to_text(summaries: &[ModeSummary]) -> String {
 /// The summary as Markdown tables (for `report.md`).
 ///
 /// ```
-/// use partita_manager::demo::{report::{summarize, to_markdown}, Mode, ModeRun};
+/// use partita_demo::{report::{summarize, to_markdown}, Mode, ModeRun};
 /// let run = |mode, makespan_s| ModeRun { mode, makespan_s, cpus: 2, realloc_ms: 0, apps: vec![], timeline: vec![] };
 /// let md = to_markdown(&summarize(&[run(Mode::ProcessControl, 1.0)]));
 /// assert!(md.contains("| process-control | 1.00 | 1 | 1.00× | yes |"));

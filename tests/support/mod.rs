@@ -1,0 +1,187 @@
+//! Helpers for the manager's integration tests: temporary directories, the `partita` binary as
+//! a daemon, probe processes whose stdout is collected line by line.
+#![allow(dead_code)] // Each test binary uses a different subset.
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_partita"))
+}
+
+/// The process tests spin CPUs; run them one at a time so they do not disturb each other.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "partita-test-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).expect("temp dir");
+        TempDir(p)
+    }
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Poll `cond` every millisecond until it holds or `timeout` passes.
+pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let t = Instant::now();
+    while t.elapsed() < timeout {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    cond()
+}
+
+/// A child process killed (SIGKILL) and reaped on drop.
+pub struct Proc {
+    pub child: Child,
+    pub lines: Arc<Mutex<Vec<(Instant, String)>>>,
+    stdin: Option<ChildStdin>,
+}
+
+impl Proc {
+    pub fn spawn(cmd: &mut Command) -> Proc {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let stdin = child.stdin.take();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let l2 = lines.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                l2.lock().unwrap().push((Instant::now(), line));
+            }
+        });
+        Proc {
+            child,
+            lines,
+            stdin,
+        }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn send(&mut self, line: &str) {
+        if let Some(s) = self.stdin.as_mut() {
+            let _ = writeln!(s, "{line}");
+            let _ = s.flush();
+        }
+    }
+
+    /// The first line (from index `from`) satisfying `pred`, waiting up to `timeout`.
+    pub fn wait_line(
+        &self,
+        from: usize,
+        timeout: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> Option<(usize, String)> {
+        let t = Instant::now();
+        loop {
+            {
+                let l = self.lines.lock().unwrap();
+                if let Some((i, (_, s))) =
+                    l.iter().enumerate().skip(from).find(|(_, (_, s))| pred(s))
+                {
+                    return Some((i, s.clone()));
+                }
+            }
+            if t.elapsed() > timeout {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    pub fn line_count(&self) -> usize {
+        self.lines.lock().unwrap().len()
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// `partita serve` on a private socket with the given configuration text.
+pub fn serve(dir: &TempDir, config: &str) -> (Proc, PathBuf) {
+    let socket = dir.path("partita.sock");
+    let cfg = dir.path("partita.toml");
+    std::fs::write(&cfg, config).unwrap();
+    let p = Proc::spawn(
+        Command::new(bin())
+            .arg("serve")
+            .arg("--config")
+            .arg(&cfg)
+            .arg("--socket")
+            .arg(&socket)
+            .env("RUST_LOG", "warn"),
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || partita_manager::query_status(
+            &socket
+        )
+        .is_ok()),
+        "manager did not come up"
+    );
+    (p, socket)
+}
+
+/// A probe application (partita-runtime pool) registered with the manager on `socket`.
+pub fn probe(socket: &Path, name: &str, pool: u32, demand: u32) -> Proc {
+    Proc::spawn(
+        Command::new(bin())
+            .args(["probe", "--name", name, "--pool"])
+            .arg(pool.to_string())
+            .arg("--demand")
+            .arg(demand.to_string())
+            .arg("--socket")
+            .arg(socket)
+            .env("PARTITA_SOCKET", socket),
+    )
+}
+
+/// Parse `key=value` from a probe line.
+pub fn field(line: &str, key: &str) -> Option<u64> {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+        .and_then(|v| v.parse().ok())
+}
+
+pub const TRACKED: &str = "uncontrolled = \"tracked\"\nhello_timeout_ms = 500\n";
