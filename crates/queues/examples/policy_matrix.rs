@@ -445,13 +445,9 @@ fn run_once<S: Structure>(s: &S, prm: &Params) -> RunResult {
     })
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    if v.is_empty() {
-        0.0
-    } else {
-        v[v.len() / 2]
-    }
+/// The median (partita-stats', the one every table uses) of owned samples.
+fn median(v: Vec<f64>) -> f64 {
+    partita_stats::median(&v)
 }
 
 /// Median over runs of each metric (the split is taken from the run with the median delay).
