@@ -4,14 +4,17 @@
 //! machine, a co-located manager decides how many CPUs each gets, and each program's runtime
 //! suspends or resumes workers at safe points (between tasks) to match.
 //!
-//! This facade re-exports the member crates:
+//! This package holds the `partita` binary (every subcommand) and re-exports the member
+//! crates:
 //!
 //! | module | crate | what it holds |
 //! |---|---|---|
 //! | [`queues`] | `partita-queues` | multi-access distributed ready queues and their policies (DiBella 1992) |
 //! | [`runtime`] | `partita-runtime` | the work-stealing pool (rayon-core's API), process control, manager client |
 //! | [`protocol`] | `partita-protocol` | the manager ↔ application wire protocol and shared control page |
-//! | [`manager`] | `partita-manager` | the manager daemon, allocation policies, enforcement; CLI `partita` |
+//! | [`manager`] | `partita-manager` | the manager daemon, allocation policies, enforcement, status and client calls |
+//! | [`demo`] | `partita-demo` | `partita demo`, its report and charts, the workload and probe programs |
+//! | [`stats`] | `partita-stats` | median and percentiles used by every measurement |
 //! | [`numa`] | `partita-numa` | topology, memory policy, page migration, the migrate/replicate policy |
 //! | [`workloads`] | `partita-workloads` | the synthetic multiprogramming workloads used by `partita demo` |
 //!
@@ -20,6 +23,8 @@
 //! use partita::runtime as _;
 //! use partita::queues as _;
 //! ```
+
+#![warn(missing_docs)]
 
 pub use partita_demo as demo;
 pub use partita_manager as manager;

@@ -345,6 +345,126 @@ pub fn run_mode(
     result
 }
 
+/// One group of applications running together: what was started, what is still to start,
+/// what finished. [`run_group`] drives it: start what is due, sample, wait for exits.
+struct Group<'a> {
+    mode: Mode,
+    specs: &'a [AppSpec],
+    expected: &'a BTreeMap<App, u64>,
+    p: &'a RunParams,
+    manager: Option<&'a partita_manager::ManagerHandle>,
+    t0: Instant,
+    /// Indices into `specs` not started yet, the next to start last.
+    pending: Vec<usize>,
+    running: Vec<Running>,
+    results: Vec<Option<AppRun>>,
+    done: usize,
+    tx: mpsc::Sender<Finished>,
+    guard: KillOnDrop,
+}
+
+impl Group<'_> {
+    /// Start every application whose start time has come, each with a reaper thread that
+    /// reports its exit on `tx`.
+    fn start_due(&mut self) -> Result<(), Box<dyn std::error::Error>> {
+        let now = self.t0.elapsed();
+        while let Some(&i) = self.pending.last() {
+            if self.specs[i].start_after > now {
+                break;
+            }
+            self.pending.pop();
+            self.start(i)?;
+        }
+        Ok(())
+    }
+
+    fn start(&mut self, i: usize) -> Result<(), Box<dyn std::error::Error>> {
+        let (spec, p) = (&self.specs[i], self.p);
+        let log = std::fs::File::create(p.log_dir.join(format!(
+            "{}-{}.log",
+            self.mode.name(),
+            spec.label.replace('#', "-")
+        )))?;
+        let mut cmd = command(
+            p,
+            spec,
+            self.expected.get(&spec.app).copied(),
+            self.mode,
+            self.manager.map(|m| m.socket()),
+        );
+        cmd.stderr(log);
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("starting {} ({}): {e}", spec.label, p.exe.display()))?;
+        let pid = child.id() as i32;
+        self.guard.0.push(pid);
+        let tx = self.tx.clone();
+        std::thread::Builder::new()
+            .name(format!("reap-{pid}"))
+            .spawn(move || {
+                let exit = reap::wait(pid);
+                let _ = tx.send(Finished {
+                    spec: i,
+                    end: Instant::now(),
+                    exit,
+                });
+            })?;
+        self.running.push(Running {
+            spec: i,
+            pid,
+            child,
+            start: Instant::now(),
+        });
+        Ok(())
+    }
+
+    /// The state of every running application now, from `/proc` and the manager.
+    fn sample(&self) -> Sample {
+        let status = self.manager.map(|m| m.status());
+        let apps = self
+            .running
+            .iter()
+            .filter_map(|r| {
+                let s = procfs::sample(r.pid)?;
+                let a = status.as_ref().and_then(|st| st.app_by_pid(r.pid));
+                Some(AppSample {
+                    label: self.specs[r.spec].label.clone(),
+                    cpu_s: s.cpu_s,
+                    runnable: s.runnable,
+                    target: a.map(|a| a.target),
+                    active: a.map(|a| a.active),
+                    cpus: a.map(|a| a.cpus.clone()),
+                })
+            })
+            .collect();
+        Sample {
+            t_s: self.t0.elapsed().as_secs_f64(),
+            apps,
+        }
+    }
+
+    fn running_names(&self) -> Vec<&str> {
+        self.running
+            .iter()
+            .map(|r| self.specs[r.spec].label.as_str())
+            .collect()
+    }
+
+    /// Record one exit reported by a reaper.
+    fn finished(&mut self, f: Finished) -> Result<(), Box<dyn std::error::Error>> {
+        let pos = self
+            .running
+            .iter()
+            .position(|r| r.spec == f.spec)
+            .ok_or("internal: exit of an application that is not running")?;
+        let r = self.running.swap_remove(pos);
+        self.guard.0.retain(|&pid| pid != r.pid);
+        self.results[f.spec] = Some(collect(&self.specs[f.spec], r, &f, self.t0, self.expected));
+        self.done += 1;
+        Ok(())
+    }
+}
+
 fn run_group(
     mode: Mode,
     specs: &[AppSpec],
@@ -357,90 +477,38 @@ fn run_group(
         .map(|m| m.status().cpus_managed)
         .unwrap_or_else(available_cpus);
     let (tx, rx) = mpsc::channel::<Finished>();
-    let t0 = Instant::now();
     let mut pending: Vec<usize> = (0..specs.len()).collect();
     pending.sort_by_key(|&i| specs[i].start_after);
     pending.reverse();
-    let mut running: Vec<Running> = Vec::new();
-    let mut results: Vec<Option<AppRun>> = vec![None; specs.len()];
+    let mut g = Group {
+        mode,
+        specs,
+        expected,
+        p,
+        manager,
+        t0: Instant::now(),
+        pending,
+        running: Vec::new(),
+        results: vec![None; specs.len()],
+        done: 0,
+        tx,
+        guard: KillOnDrop(Vec::new()),
+    };
     let mut timeline = Vec::new();
-    let mut guard = KillOnDrop(Vec::new());
-    let mut done = 0;
-    while done < specs.len() {
-        let now = t0.elapsed();
-        while let Some(&i) = pending.last() {
-            if specs[i].start_after > now {
-                break;
-            }
-            pending.pop();
-            let spec = &specs[i];
-            let log = std::fs::File::create(p.log_dir.join(format!(
-                "{}-{}.log",
-                mode.name(),
-                spec.label.replace('#', "-")
-            )))?;
-            let mut cmd = command(
-                p,
-                spec,
-                expected.get(&spec.app).copied(),
-                mode,
-                manager.map(|m| m.socket()),
-            );
-            cmd.stderr(log);
-            let child = cmd
-                .spawn()
-                .map_err(|e| format!("starting {} ({}): {e}", spec.label, p.exe.display()))?;
-            let pid = child.id() as i32;
-            guard.0.push(pid);
-            let tx = tx.clone();
-            std::thread::Builder::new()
-                .name(format!("reap-{pid}"))
-                .spawn(move || {
-                    let exit = reap::wait(pid);
-                    let _ = tx.send(Finished {
-                        spec: i,
-                        end: Instant::now(),
-                        exit,
-                    });
-                })?;
-            running.push(Running {
-                spec: i,
-                pid,
-                child,
-                start: Instant::now(),
-            });
-        }
-        // Sample.
-        let status = manager.map(|m| m.status());
-        let t_s = t0.elapsed().as_secs_f64();
-        let apps = running
-            .iter()
-            .filter_map(|r| {
-                let s = procfs::sample(r.pid)?;
-                let a = status.as_ref().and_then(|st| st.app_by_pid(r.pid));
-                Some(AppSample {
-                    label: specs[r.spec].label.clone(),
-                    cpu_s: s.cpu_s,
-                    runnable: s.runnable,
-                    target: a.map(|a| a.target),
-                    active: a.map(|a| a.active),
-                    cpus: a.map(|a| a.cpus.clone()),
-                })
-            })
-            .collect();
-        timeline.push(Sample { t_s, apps });
-        let names: Vec<&str> = running
-            .iter()
-            .map(|r| specs[r.spec].label.as_str())
-            .collect();
+    while g.done < specs.len() {
+        g.start_due()?;
+        let sample = g.sample();
+        let t_s = sample.t_s;
+        timeline.push(sample);
+        let names = g.running_names();
         progress.set_message(format!(
-            "{mode}: {} running [{}], {done}/{} done, {:.1} s",
-            running.len(),
+            "{mode}: {} running [{}], {}/{} done, {t_s:.1} s",
+            names.len(),
             names.join(" "),
+            g.done,
             specs.len(),
-            t_s
         ));
-        if t0.elapsed() > p.timeout {
+        if g.t0.elapsed() > p.timeout {
             return Err(format!(
                 "{mode}: still running after {:.0} s ({}); stopped (see the logs in {})",
                 p.timeout.as_secs_f64(),
@@ -452,18 +520,11 @@ fn run_group(
         // Wait for the next sample time or an exit.
         let mut next = rx.recv_timeout(p.sample).ok();
         while let Some(f) = next.take() {
-            let pos = running
-                .iter()
-                .position(|r| r.spec == f.spec)
-                .ok_or("internal: exit of an application that is not running")?;
-            let r = running.swap_remove(pos);
-            guard.0.retain(|&pid| pid != r.pid);
-            results[f.spec] = Some(collect(&specs[f.spec], r, &f, t0, expected));
-            done += 1;
+            g.finished(f)?;
             next = rx.try_recv().ok();
         }
     }
-    let apps: Vec<AppRun> = results.into_iter().flatten().collect();
+    let apps: Vec<AppRun> = g.results.into_iter().flatten().collect();
     let first = apps.iter().map(|a| a.start_s).fold(f64::INFINITY, f64::min);
     let last = apps.iter().map(|a| a.end_s).fold(0.0, f64::max);
     Ok(ModeRun {

@@ -16,7 +16,8 @@ use partita_protocol::wire::{frame_len, ClientMessage, Hello, ManagerMessage, MA
 use std::io::Write;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Options of `partita probe`.
@@ -88,49 +89,16 @@ fn run_pool(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
         .num_threads(args.pool as usize)
         .build()?;
     pool.set_demand(partita_runtime::Need::Absolute(args.demand as usize));
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    // The workload, and at the same time the "no task lost" check: rounds of short spinning
-    // tasks (2 per worker, so demand is the whole pool) joined with a recursive computation
-    // checked against its known value, again and again through every change of target. A lost
-    // task would hang the round; a task run twice would change the value.
-    let checks = std::sync::Arc::new((
-        std::sync::atomic::AtomicU64::new(0),
-        std::sync::atomic::AtomicU64::new(0),
-    ));
-    let pool = std::sync::Arc::new(pool);
-    let driver = {
-        let (pool, checks, stop) = (pool.clone(), checks.clone(), stop.clone());
-        let tasks = args.pool as usize * 2;
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                let v = pool.install(|| {
-                    let ((), v) = partita_runtime::join(
-                        || {
-                            partita_runtime::scope(|s| {
-                                for _ in 0..tasks {
-                                    s.spawn(|_| spin_for(Duration::from_micros(500)));
-                                }
-                            })
-                        },
-                        || fib(18),
-                    );
-                    v
-                });
-                let slot = if v == 2584 { &checks.0 } else { &checks.1 };
-                slot.fetch_add(1, Ordering::Relaxed);
-            }
-        })
-    };
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        while std::io::stdin().read_line(&mut line).is_ok_and(|n| n > 0) {
-            if tx.send(line.trim().to_string()).is_err() {
-                break;
-            }
-            line.clear();
-        }
-    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let checks = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
+    let pool = Arc::new(pool);
+    let driver = drive(
+        pool.clone(),
+        args.pool as usize * 2,
+        checks.clone(),
+        stop.clone(),
+    );
+    let rx = stdin_lines();
     let mut out = std::io::stdout();
     writeln!(out, "ready pid={}", std::process::id())?;
     out.flush()?;
@@ -183,6 +151,53 @@ fn run_pool(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
     )?;
     out.flush()?;
     Ok(())
+}
+
+/// The workload, and at the same time the "no task lost" check: rounds of short spinning
+/// tasks (`tasks`, 2 per worker, so demand is the whole pool) joined with a recursive
+/// computation checked against its known value, again and again through every change of
+/// target. A lost task would hang the round; a task run twice would change the value.
+/// `checks.0` counts correct rounds, `checks.1` wrong ones.
+fn drive(
+    pool: Arc<partita_runtime::ThreadPool>,
+    tasks: usize,
+    checks: Arc<(AtomicU64, AtomicU64)>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            let v = pool.install(|| {
+                let ((), v) = partita_runtime::join(
+                    || {
+                        partita_runtime::scope(|s| {
+                            for _ in 0..tasks {
+                                s.spawn(|_| spin_for(Duration::from_micros(500)));
+                            }
+                        })
+                    },
+                    || fib(18),
+                );
+                v
+            });
+            let slot = if v == 2584 { &checks.0 } else { &checks.1 };
+            slot.fetch_add(1, Ordering::Relaxed);
+        }
+    })
+}
+
+/// Lines of stdin, trimmed, on a channel (read on their own thread).
+fn stdin_lines() -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        while std::io::stdin().read_line(&mut line).is_ok_and(|n| n > 0) {
+            if tx.send(line.trim().to_string()).is_err() {
+                break;
+            }
+            line.clear();
+        }
+    });
+    rx
 }
 
 fn fib(n: u32) -> u64 {

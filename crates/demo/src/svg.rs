@@ -1,7 +1,7 @@
 //! Hand-written SVG charts: the timeline of a run (per application: CPUs allocated, active
 //! workers, runnable threads and CPU used, over time) and the makespan per mode.
 
-use super::mode::{ModeRun, Sample};
+use super::mode::{AppRun, AppSample, ModeRun, Sample};
 use super::report::ModeSummary;
 use std::fmt::Write as _;
 
@@ -88,6 +88,13 @@ pub fn timeline(run: &ModeRun, title: &str) -> String {
         .max(1e-3);
     let lanes = run.apps.len() + 1;
     let h = TOP + lanes as f64 * (LANE + GAP) + 40.0;
+    let x = |t: f64| LEFT + (t / end) * (W - LEFT - RIGHT);
+    let mut s = String::new();
+    timeline_header(&mut s, h, title);
+    let managed = run
+        .timeline
+        .iter()
+        .any(|s| s.apps.iter().any(|a| a.target.is_some()));
     let max_y = run
         .timeline
         .iter()
@@ -98,19 +105,19 @@ pub fn timeline(run: &ModeRun, title: &str) -> String {
         })
         .fold(run.cpus as f64, f64::max)
         .max(1.0);
-    let total_max = run
-        .timeline
-        .iter()
-        .map(|s| {
-            s.apps
-                .iter()
-                .map(|a| a.active.unwrap_or(a.runnable) as f64)
-                .sum::<f64>()
-        })
-        .fold(run.cpus as f64, f64::max)
-        .max(1.0);
-    let x = |t: f64| LEFT + (t / end) * (W - LEFT - RIGHT);
-    let mut s = String::new();
+    for (i, app) in run.apps.iter().enumerate() {
+        let y0 = TOP + i as f64 * (LANE + GAP);
+        app_lane(&mut s, run, app, y0, max_y, managed, &x);
+    }
+    let y0 = TOP + run.apps.len() as f64 * (LANE + GAP);
+    total_lane(&mut s, run, y0, managed, &x);
+    time_axis(&mut s, y0 + LANE + 18.0, end, &x);
+    s.push_str("</svg>\n");
+    s
+}
+
+/// The opening tag, background, title and legend.
+fn timeline_header(s: &mut String, h: f64, title: &str) {
     let _ = writeln!(
         s,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{h:.0}" viewBox="0 0 {W} {h:.0}" font-family="sans-serif" font-size="12">"#
@@ -125,73 +132,75 @@ pub fn timeline(run: &ModeRun, title: &str) -> String {
         s,
         r##"<text x="{LEFT}" y="38" fill="#555">blue area: CPUs allocated (manager's target) · dark line: active workers · orange: runnable threads · grey: CPUs used (/proc)</text>"##
     );
-    let managed = run
-        .timeline
-        .iter()
-        .any(|s| s.apps.iter().any(|a| a.target.is_some()));
-    for (i, app) in run.apps.iter().enumerate() {
-        let y0 = TOP + i as f64 * (LANE + GAP);
-        let y = move |v: f64| y0 + LANE - (v / max_y) * LANE;
-        lane_frame(&mut s, y0, &app.label, max_y);
-        let series = |f: &dyn Fn(&super::mode::AppSample) -> Option<f64>| -> Vec<(f64, f64)> {
-            let mut v: Vec<(f64, f64)> = run
-                .timeline
-                .iter()
-                .filter_map(|smp| {
-                    smp.apps
-                        .iter()
-                        .find(|a| a.label == app.label)
-                        .and_then(|a| f(a).map(|val| (smp.t_s, val)))
-                })
-                .collect();
-            if let Some(&(_, last)) = v.last() {
-                if last != 0.0 {
-                    v.push((app.end_s, last));
-                }
-                v.push((app.end_s, 0.0));
+}
+
+/// One application's lane at `y0`: allocation and active workers (with a manager), runnable
+/// threads and CPUs used.
+fn app_lane(
+    s: &mut String,
+    run: &ModeRun,
+    app: &AppRun,
+    y0: f64,
+    max_y: f64,
+    managed: bool,
+    x: &dyn Fn(f64) -> f64,
+) {
+    let y = move |v: f64| y0 + LANE - (v / max_y) * LANE;
+    lane_frame(s, y0, &app.label, max_y);
+    let series = |f: &dyn Fn(&AppSample) -> Option<f64>| -> Vec<(f64, f64)> {
+        let mut v: Vec<(f64, f64)> = run
+            .timeline
+            .iter()
+            .filter_map(|smp| {
+                smp.apps
+                    .iter()
+                    .find(|a| a.label == app.label)
+                    .and_then(|a| f(a).map(|val| (smp.t_s, val)))
+            })
+            .collect();
+        if let Some(&(_, last)) = v.last() {
+            if last != 0.0 {
+                v.push((app.end_s, last));
             }
-            v
-        };
-        if managed {
-            // The allocation is the manager's target (a zero quantum keeps a CPU set).
-            let alloc = series(&|a| a.target.map(f64::from));
-            if !alloc.is_empty() {
-                let mut pts = format!("{:.1},{:.1} ", x(alloc[0].0), y(0.0));
-                pts.push_str(&step_points(&alloc, &x, &y));
-                let _ = writeln!(
-                    s,
-                    r##"<polygon points="{pts}" fill="#9cc3ea" fill-opacity="0.7" stroke="none"/>"##
-                );
-            }
-            let active = series(&|a| a.active.map(f64::from));
+            v.push((app.end_s, 0.0));
+        }
+        v
+    };
+    if managed {
+        // The allocation is the manager's target (a zero quantum keeps a CPU set).
+        let alloc = series(&|a| a.target.map(f64::from));
+        if !alloc.is_empty() {
+            let mut pts = format!("{:.1},{:.1} ", x(alloc[0].0), y(0.0));
+            pts.push_str(&step_points(&alloc, x, &y));
             let _ = writeln!(
                 s,
-                r##"<polyline points="{}" fill="none" stroke="#1f3f8f" stroke-width="2"/>"##,
-                step_points(&active, &x, &y)
+                r##"<polygon points="{pts}" fill="#9cc3ea" fill-opacity="0.7" stroke="none"/>"##
             );
         }
-        let runnable = series(&|a| Some(f64::from(a.runnable)));
+        let active = series(&|a| a.active.map(f64::from));
         let _ = writeln!(
             s,
-            r##"<polyline points="{}" fill="none" stroke="#e08a1e" stroke-width="1" stroke-opacity="0.8"/>"##,
-            step_points(&runnable, &x, &y)
-        );
-        let rate = cpu_rate(&run.timeline, &app.label, 0.1);
-        let _ = writeln!(
-            s,
-            r##"<polyline points="{}" fill="none" stroke="#666" stroke-width="1" stroke-dasharray="3,2"/>"##,
-            step_points(&rate, &x, &y)
+            r##"<polyline points="{}" fill="none" stroke="#1f3f8f" stroke-width="2"/>"##,
+            step_points(&active, x, &y)
         );
     }
-    // Total lane.
-    let y0 = TOP + run.apps.len() as f64 * (LANE + GAP);
-    let y = move |v: f64| y0 + LANE - (v / total_max) * LANE;
-    lane_frame(
-        &mut s,
-        y0,
-        if managed { "Σ active" } else { "Σ runnable" },
-        total_max,
+    let runnable = series(&|a| Some(f64::from(a.runnable)));
+    let _ = writeln!(
+        s,
+        r##"<polyline points="{}" fill="none" stroke="#e08a1e" stroke-width="1" stroke-opacity="0.8"/>"##,
+        step_points(&runnable, x, &y)
     );
+    let rate = cpu_rate(&run.timeline, &app.label, 0.1);
+    let _ = writeln!(
+        s,
+        r##"<polyline points="{}" fill="none" stroke="#666" stroke-width="1" stroke-dasharray="3,2"/>"##,
+        step_points(&rate, x, &y)
+    );
+}
+
+/// The last lane: the sum of active workers (runnable threads without a manager) against the
+/// CPUs.
+fn total_lane(s: &mut String, run: &ModeRun, y0: f64, managed: bool, x: &dyn Fn(f64) -> f64) {
     let total: Vec<(f64, f64)> = run
         .timeline
         .iter()
@@ -204,10 +213,22 @@ pub fn timeline(run: &ModeRun, title: &str) -> String {
             (smp.t_s, v)
         })
         .collect();
+    let total_max = total
+        .iter()
+        .map(|&(_, v)| v)
+        .fold(run.cpus as f64, f64::max)
+        .max(1.0);
+    let y = move |v: f64| y0 + LANE - (v / total_max) * LANE;
+    lane_frame(
+        s,
+        y0,
+        if managed { "Σ active" } else { "Σ runnable" },
+        total_max,
+    );
     let _ = writeln!(
         s,
         r##"<polyline points="{}" fill="none" stroke="#1f3f8f" stroke-width="2"/>"##,
-        step_points(&total, &x, &y)
+        step_points(&total, x, &y)
     );
     let _ = writeln!(
         s,
@@ -219,8 +240,10 @@ pub fn timeline(run: &ModeRun, title: &str) -> String {
         y(run.cpus as f64) - 3.0,
         run.cpus
     );
-    // Time axis.
-    let ya = y0 + LANE + 18.0;
+}
+
+/// Tick labels along the time axis at height `ya`.
+fn time_axis(s: &mut String, ya: f64, end: f64, x: &dyn Fn(f64) -> f64) {
     let step = nice_step(end);
     let mut t = 0.0;
     while t <= end + 1e-9 {
@@ -238,8 +261,6 @@ pub fn timeline(run: &ModeRun, title: &str) -> String {
         W - RIGHT,
         ya + 16.0
     );
-    s.push_str("</svg>\n");
-    s
 }
 
 fn lane_frame(s: &mut String, y0: f64, label: &str, max_y: f64) {
