@@ -35,6 +35,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return partita_demo::probe::run(&p.probe);
     }
     let rounds: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(200);
+    let (grow, shrink) = across_processes(rounds)?;
+    let (base_grow, base_shrink) = in_process(rounds)?;
+    print_table(rounds, &grow, &shrink, &base_grow, &base_shrink);
+    Ok(())
+}
+
+/// Latencies (µs) from A's demand change to B's workers changing, through the manager:
+/// `(grow, shrink)`.
+fn across_processes(rounds: usize) -> Result<(Vec<f64>, Vec<f64>), Box<dyn std::error::Error>> {
     let dir = std::env::temp_dir().join(format!("partita-reaction-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let socket = dir.join("m.sock");
@@ -89,8 +98,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let _ = b.wait();
     mgr.shutdown()?;
     let _ = std::fs::remove_dir_all(&dir);
+    Ok((grow, shrink))
+}
 
-    // Baseline: in-process set_target_workers on a pool of 2, no manager.
+/// The baseline: in-process `set_target_workers` on a pool of 2, no manager, timed to the
+/// active-worker count changing: `(grow, shrink)` in µs.
+fn in_process(rounds: usize) -> Result<(Vec<f64>, Vec<f64>), Box<dyn std::error::Error>> {
     std::env::set_var("PARTITA", "off");
     let pool = partita_runtime::ThreadPoolBuilder::new()
         .num_threads(2)
@@ -122,17 +135,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     busy.store(false, std::sync::atomic::Ordering::Relaxed);
+    Ok((base_grow, base_shrink))
+}
 
+fn print_table(
+    rounds: usize,
+    grow: &[f64],
+    shrink: &[f64],
+    base_grow: &[f64],
+    base_shrink: &[f64],
+) {
     println!("end-to-end reaction, {rounds} rounds (µs; B's poll interval 50 µs included)");
     println!(
         "{:<44} {:>8} {:>8} {:>8} {:>8}",
         "case", "p50", "p90", "p99", "max"
     );
     for (name, v) in [
-        ("grow: A demand 2->0, B workers 1->2", &grow),
-        ("shrink: A demand 0->2, B workers 2->1", &shrink),
-        ("baseline in-process set_target 1->2", &base_grow),
-        ("baseline in-process set_target 2->1", &base_shrink),
+        ("grow: A demand 2->0, B workers 1->2", grow),
+        ("shrink: A demand 0->2, B workers 2->1", shrink),
+        ("baseline in-process set_target 1->2", base_grow),
+        ("baseline in-process set_target 2->1", base_shrink),
     ] {
         println!(
             "{:<44} {:>8.0} {:>8.0} {:>8.0} {:>8.0}",
@@ -143,7 +165,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             percentile(v, 1.0)
         );
     }
-    Ok(())
 }
 
 fn spawn_probe(

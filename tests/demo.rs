@@ -58,6 +58,28 @@ fn longest_oversubscription(run: &Value) -> f64 {
     longest
 }
 
+/// report.md names every mode and chart; the SVGs are well-formed and draw something.
+fn report_and_charts_are_written(out: &Path) {
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.starts_with("# partita demo"));
+    for needle in [
+        "| process-control |",
+        "| batch |",
+        "makespan.svg",
+        "timeline-process-control.svg",
+    ] {
+        assert!(report.contains(needle), "report.md lacks {needle}");
+    }
+    for svg in [
+        "makespan.svg",
+        "timeline-uncontrolled.svg",
+        "timeline-partitioned.svg",
+        "timeline-process-control.svg",
+    ] {
+        well_formed_svg(&out.join(svg));
+    }
+}
+
 #[test]
 fn demo_runs_every_mode_with_correct_results_and_writes_its_report() {
     let out = scratch("all-modes");
@@ -132,24 +154,7 @@ fn demo_runs_every_mode_with_correct_results_and_writes_its_report() {
         "active workers exceeded the CPUs for {longest:.3} s (reallocation period {realloc} s)"
     );
 
-    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
-    assert!(report.starts_with("# partita demo"));
-    for needle in [
-        "| process-control |",
-        "| batch |",
-        "makespan.svg",
-        "timeline-process-control.svg",
-    ] {
-        assert!(report.contains(needle), "report.md lacks {needle}");
-    }
-    for svg in [
-        "makespan.svg",
-        "timeline-uncontrolled.svg",
-        "timeline-partitioned.svg",
-        "timeline-process-control.svg",
-    ] {
-        well_formed_svg(&out.join(svg));
-    }
+    report_and_charts_are_written(&out);
     let _ = std::fs::remove_dir_all(&out);
 }
 

@@ -66,6 +66,54 @@ fn quit_and_check(p: &mut Proc) {
 
 /// The "done when": three applications and one uncontrolled hog share the machine;
 /// `partita status` shows the split; killing an application moves its CPUs to the others.
+/// `partita status --json` shows `apps` applications and the table names them and the
+/// default partition; returns the JSON status.
+fn cli_status_matches(socket: &std::path::Path, apps: usize) -> Status {
+    let out = Command::new(support::bin())
+        .args(["status", "--json", "--socket"])
+        .arg(socket)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let cli: Status = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(cli.applications.len(), apps);
+    let table = Command::new(support::bin())
+        .args(["status", "--socket"])
+        .arg(socket)
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&table.stdout);
+    for name in ["a", "b", "c", "default", "equipartition"] {
+        assert!(table.contains(name), "{table}");
+    }
+    cli
+}
+
+/// Over 40 snapshots: all `n` CPUs (at most 7 here) handed out, disjoint sets, applications
+/// within one CPU of each other, and every application holding CPUs at some point.
+fn snapshots_are_fair_and_rotate(socket: &std::path::Path, n: u32) {
+    let mut had_cpu = std::collections::BTreeMap::new();
+    for _ in 0..40 {
+        let s = status(socket);
+        let (total, disjoint) = split(&s);
+        assert_eq!(total, n.min(7), "{s:#?}");
+        assert!(disjoint, "{s:#?}");
+        let t: Vec<u32> = s.applications.iter().map(|a| a.target).collect();
+        assert!(
+            t.iter().max().unwrap() - t.iter().min().unwrap() <= 1,
+            "{t:?}"
+        );
+        for a in &s.applications {
+            *had_cpu.entry(a.pid).or_insert(false) |= a.target > 0;
+        }
+        std::thread::sleep(Duration::from_millis(40));
+    }
+    assert!(
+        had_cpu.values().all(|&x| x),
+        "an application never ran: {had_cpu:?}"
+    );
+}
+
 #[test]
 fn three_applications_and_a_hog_share_the_cpus() {
     let _g = serial();
@@ -87,48 +135,11 @@ fn three_applications_and_a_hog_share_the_cpus() {
         "{:#?}",
         status(&socket)
     );
-    // The CLI shows the same thing.
-    let out = Command::new(support::bin())
-        .args(["status", "--json", "--socket"])
-        .arg(&socket)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let cli: Status = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(cli.applications.len(), 3);
-    let table = Command::new(support::bin())
-        .args(["status", "--socket"])
-        .arg(&socket)
-        .output()
-        .unwrap();
-    let table = String::from_utf8_lossy(&table.stdout);
-    for name in ["a", "b", "c", "default", "equipartition"] {
-        assert!(table.contains(name), "{table}");
-    }
-
+    let cli = cli_status_matches(&socket, 3);
     // Every snapshot: all CPUs handed out, disjoint sets, equal applications within one CPU of
     // each other; over a few periods every application gets CPUs (rotation).
     let n = cli.cpus_managed as u32;
-    let mut had_cpu = std::collections::BTreeMap::new();
-    for _ in 0..40 {
-        let s = status(&socket);
-        let (total, disjoint) = split(&s);
-        assert_eq!(total, n.min(7), "{s:#?}");
-        assert!(disjoint, "{s:#?}");
-        let t: Vec<u32> = s.applications.iter().map(|a| a.target).collect();
-        assert!(
-            t.iter().max().unwrap() - t.iter().min().unwrap() <= 1,
-            "{t:?}"
-        );
-        for a in &s.applications {
-            *had_cpu.entry(a.pid).or_insert(false) |= a.target > 0;
-        }
-        std::thread::sleep(Duration::from_millis(40));
-    }
-    assert!(
-        had_cpu.values().all(|&x| x),
-        "an application never ran: {had_cpu:?}"
-    );
+    snapshots_are_fair_and_rotate(&socket, n);
 
     // Kill one application: it disappears and every CPU is held by the others.
     let victim = apps.remove(0);
@@ -245,6 +256,17 @@ fn applications_survive_the_manager() {
 }
 
 /// Lending and revocation between partitions, with real processes.
+/// A probe (pool of 2) with `demand`, asking for `partition`.
+fn probe_in(socket: &std::path::Path, name: &str, demand: u32, partition: &str) -> Proc {
+    Proc::spawn(
+        Command::new(support::bin())
+            .args(["probe", "--name", name, "--pool", "2", "--demand"])
+            .arg(demand.to_string())
+            .args(["--partition", partition])
+            .env("PARTITA_SOCKET", socket),
+    )
+}
+
 #[test]
 fn idle_entitlement_is_lent_and_revoked() {
     let _g = serial();
@@ -256,36 +278,8 @@ fn idle_entitlement_is_lent_and_revoked() {
     if status(&socket).cpus_managed < 2 {
         return;
     }
-    let mut pa = Proc::spawn(
-        Command::new(support::bin())
-            .args([
-                "probe",
-                "--name",
-                "owner",
-                "--pool",
-                "2",
-                "--demand",
-                "0",
-                "--partition",
-                "a",
-            ])
-            .env("PARTITA_SOCKET", &socket),
-    );
-    let pb = Proc::spawn(
-        Command::new(support::bin())
-            .args([
-                "probe",
-                "--name",
-                "borrower",
-                "--pool",
-                "2",
-                "--demand",
-                "2",
-                "--partition",
-                "b",
-            ])
-            .env("PARTITA_SOCKET", &socket),
-    );
+    let mut pa = probe_in(&socket, "owner", 0, "a");
+    let pb = probe_in(&socket, "borrower", 2, "b");
     // b borrows a's idle CPU.
     assert!(
         wait_until(LONG, || {
