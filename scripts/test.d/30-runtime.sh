@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # partita-runtime extra suites:
-#  1. loom model checks of the sleep / wake-up / suspension protocol (crates/runtime/src/sleep.rs);
+#  1. loom model checks of the sleep / wake-up / suspension protocol (crates/runtime/src/sleep/README.md);
 #  2. the target-churn stress test at 10^5 tasks in release mode (the 10^6 variant is
 #     `cargo test -p partita-runtime --release --test process_control -- --ignored`).
 set -euo pipefail

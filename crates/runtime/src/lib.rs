@@ -2,7 +2,7 @@
 //!
 //! A work-stealing task pool with rayon-core 1.13's public API, plus *process control*: the
 //! pool follows a target number of active workers (set by hand or by a co-located manager),
-//! suspending workers only at safe points between tasks. Design: `shared/spec/runtime.md`.
+//! suspending workers only at safe points between tasks. Design: `docs/design/runtime.md`.
 //!
 //! Code written against rayon-core ports by changing the crate name:
 //!
@@ -55,11 +55,16 @@
 //!
 //! ## Design and verification
 //!
-//! Module map: `job` / `latch` (units of work and their completion signals), `sleep` (idle
-//! workers: bounded search, sleep, no lost wake-ups — the protocol and its correctness
-//! argument are explained there), `control` (process-control policies as pure functions),
-//! `registry` (workers, their main loop, safe points), `ready` (the partita-queues ready-queue
-//! set), `client` (the manager seam), `affinity` (re-pinning to the allocated CPUs).
+//! Module map (the data flow, top to bottom):
+//! - `thread_pool` / `builder` / `join` / `scope` / `spawn` / `broadcast`: the rayon-core API;
+//! - `registry`: one pool's shared state, the global pool, starting workers, injection;
+//! - `worker`: a worker thread's main loop, stealing and idling;
+//! - `control`: process control — the pure policies (`control/mod.rs`) and their application
+//!   to a pool (`control/apply.rs`: target, suspension at safe points, re-pinning, demand);
+//! - `sleep`: idle workers and suspended ones; **the sleep and suspension protocol, its
+//!   correctness argument and its loom models are in `src/sleep/README.md`**;
+//! - `ready` (the partita-queues ready-queue set), `job` / `latch` (units of work and their
+//!   completion signals), `client` (the manager seam), `affinity` (re-pinning syscall).
 //!
 //! The sleep protocol is model-checked with loom (`sleep::tests::loom_*`:
 //! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p partita-runtime --lib
@@ -69,6 +74,7 @@
 //! `cargo test -p partita-runtime --release --test process_control -- --ignored`), and a
 //! proptest that after quiescence `active == clamp(target, 1, size)`.
 
+#![warn(missing_docs)]
 // Under loom only the sleep protocol is exercised; the rest is compiled but unused.
 #![cfg_attr(loom, allow(dead_code))]
 
@@ -96,6 +102,7 @@ mod stats;
 mod sync;
 mod thread_pool;
 mod unwind;
+mod worker;
 
 #[cfg(all(test, not(loom)))]
 mod test;

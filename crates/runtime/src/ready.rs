@@ -114,7 +114,7 @@ impl ReadyQueues {
     }
 
     /// Whether any queue worker `w` may take from holds a task (a hint, used before
-    /// sleeping; the argument in `sleep.rs` needs it to see every post that precedes it).
+    /// sleeping; the argument in `sleep/README.md` needs it to see every post that precedes it).
     pub(crate) fn has_work_for(&self, w: &WorkerQueues) -> bool {
         let c = w.consumer.borrow();
         let home = c.home();

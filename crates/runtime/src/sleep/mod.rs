@@ -1,51 +1,6 @@
-//! Idle workers: a bounded number search, the rest sleep; suspended workers park.
-//!
-//! # The protocol
-//!
-//! One word, [`Sleep::counters`], holds two counts: `sleepers` (workers blocked on their
-//! condition variable, bits 0..16) and `searchers` (idle workers spinning over the queues,
-//! bits 16..32). Each worker also has a small state behind its own mutex: `Awake`,
-//! `Sleeping { safe_point }` or `Suspended`.
-//!
-//! *Searching is bounded.* An idle worker becomes a searcher only while
-//! `searchers < max_searchers` (half the pool, at least two); otherwise it goes straight to
-//! sleep. (At least two: with one searcher in a 2-worker pool, the second worker slept at
-//! once after every region and each `join` paid a futex wake — 3× slower than rayon-core on
-//! the short-regions benchmark; see docs/bench/runtime.md.) A searcher spins for [`SPIN_ROUNDS`] rounds (yielding the CPU each round), then
-//! sleeps. So an idle pool costs one futex wait per worker and nothing afterwards.
-//!
-//! *Posting a job* (pushing to a deque, injecting into the ready queues, setting a latch):
-//! publish the job, then (for jobs visible to other threads only through shared queues) a
-//! `SeqCst` fence, then read `counters`: if some worker sleeps and **nobody searches**, wake
-//! one sleeper. A woken worker is turned into a searcher *by the waker* (one atomic add
-//! `SEARCHER - SLEEPER`), so a burst of posts wakes one worker, not all of them. When the last
-//! searcher finds work and more work is visible, it wakes the next sleeper (a cascade, as in
-//! Go's and tokio's schedulers), so parallelism ramps up one worker at a time.
-//!
-//! *Going to sleep* is the mirror image: under its own mutex a worker marks itself
-//! `Sleeping`, converts itself from searcher to sleeper in the same atomic add (so there is no
-//! instant where it is counted as neither), issues a `SeqCst` fence, and only then re-checks
-//! every queue it could take work from. If it finds something it undoes the registration and
-//! searches again; otherwise it waits on its condition variable until a waker flips its
-//! state back to `Awake`.
-//!
-//! *Why no wake-up is lost.* Both sides are "write, SeqCst fence, read". Take a post P and a
-//! worker W going to sleep. Either P's fence precedes W's fence — then W's re-check sees P's
-//! job — or W's fence precedes P's — then P's read of `counters` sees W counted as a sleeper.
-//! P then wakes a sleeper unless some worker is counted as a searcher; a searcher has not yet
-//! done its own registration, so the same argument applies to it in turn: the last worker
-//! to stop searching sees the job. (Jobs pushed on a worker's own deque skip the fence: the
-//! pusher is awake and will run its own job itself if nobody steals it; the wake is only to
-//! gain parallelism.) The waker takes the sleeper's mutex, so a wake between the sleeper's
-//! registration and its `wait` is not lost either: the state flag, not the notification,
-//! carries the wake. This protocol is checked with loom in `tests::loom_*` (run by
-//! `scripts/test.d/30-runtime.sh`).
-//!
-//! *Suspension* (process control) uses the same mutex and condition variable but not the
-//! counters: a suspended worker is not idle, it is not there. It waits until a predicate given
-//! by the registry (target raised, broadcast job for it, termination) holds; whoever makes the
-//! predicate true does so before taking the worker's mutex and notifying, so the predicate,
-//! re-checked under the mutex, cannot miss it.
+// The protocol this module implements, with its correctness argument and the loom models
+// that check it, is in README.md beside this file (also this module's rustdoc).
+#![doc = include_str!("README.md")]
 
 use crossbeam_utils::CachePadded;
 
@@ -130,11 +85,14 @@ impl Sleep {
 
     /// Try to become a searcher; fails when `max_searchers` already search.
     pub(crate) fn start_searching(&self) -> bool {
+        // Relaxed: only a first guess for the CAS below, which re-reads on failure.
         let mut c = self.counters.load(Ordering::Relaxed);
         loop {
             if searchers(c) >= self.max_searchers {
                 return false;
             }
+            // SeqCst: a poster that reads `counters` after this sees a searcher and leaves
+            // the wake to it (README §2); the bound needs the CAS, not a blind add.
             match self.counters.compare_exchange_weak(
                 c,
                 c + SEARCHER,
@@ -150,6 +108,8 @@ impl Sleep {
     /// Stop searching (found work or the awaited latch is set). Returns true if this was the
     /// last searcher while some worker sleeps: the caller should wake one if work remains.
     pub(crate) fn stop_searching(&self) -> bool {
+        // SeqCst RMW: the returned counts decide the cascade (README §2); a poster that reads
+        // after this no longer counts on us to search.
         let old = self.counters.fetch_sub(SEARCHER, Ordering::SeqCst);
         debug_assert!(searchers(old) > 0);
         searchers(old) == 1 && sleepers(old) > 0
@@ -169,17 +129,22 @@ impl Sleep {
         let mut st = lock(&w.state);
         debug_assert_eq!(*st, State::Awake);
         *st = State::Sleeping { safe_point };
+        // Relaxed hint: wakers confirm under our mutex (README §1).
         w.sleeping.store(true, Ordering::Relaxed);
         let delta = if was_searcher {
             SLEEPER.wrapping_sub(SEARCHER)
         } else {
             SLEEPER
         };
+        // One add converts searcher → sleeper, so no poster reads us as neither (README §7).
         self.counters.fetch_add(delta, Ordering::SeqCst);
+        // The sleeper's half of the Dekker pair: registration, fence, re-check. Pairs with
+        // the fence in `new_jobs` (README §7, "post vs sleep").
         fence(Ordering::SeqCst);
         if recheck() {
             *st = State::Awake;
             w.sleeping.store(false, Ordering::Relaxed);
+            // Undo the registration; we are now neither searcher nor sleeper (running).
             self.counters.fetch_sub(SLEEPER, Ordering::SeqCst);
             return Slept::Declined;
         }
@@ -198,6 +163,8 @@ impl Sleep {
     #[inline]
     pub(crate) fn new_jobs(&self, shared: bool) {
         if shared {
+            // The poster's half of the Dekker pair: job published, fence, read `counters`.
+            // Pairs with the fence in `sleep` (README §7, "post vs sleep").
             fence(Ordering::SeqCst);
         }
         let c = self.counters.load(Ordering::SeqCst);
@@ -212,6 +179,7 @@ impl Sleep {
         // Fast pass over the hints, then (rarely: the hint may not be visible yet) a pass
         // over the states themselves, which are the truth.
         for w in self.workers.iter() {
+            // A hint only; `try_wake` decides under the worker's mutex.
             if w.sleeping.load(Ordering::Acquire) && self.try_wake(w) {
                 return true;
             }
@@ -237,6 +205,8 @@ impl Sleep {
     fn mark_woken(&self, w: &WorkerSleep, st: &mut State) {
         *st = State::Awake;
         w.sleeping.store(false, Ordering::Relaxed);
+        // The waker counts the woken worker as a searcher in one add, so the next post sees
+        // a searcher and does not wake a second worker (README §2).
         self.counters
             .fetch_add(SEARCHER.wrapping_sub(SLEEPER), Ordering::SeqCst);
     }
@@ -271,6 +241,7 @@ impl Sleep {
         if let State::Sleeping { safe_point: true } = *st {
             *st = State::Suspended;
             w.sleeping.store(false, Ordering::Relaxed);
+            // A suspended worker is in neither count: posts must not count on it (README §4).
             self.counters.fetch_sub(SLEEPER, Ordering::SeqCst);
             true
         } else {
@@ -292,6 +263,7 @@ impl Sleep {
 
     /// (sleepers, searchers) right now: a snapshot for demand estimates and tests.
     pub(crate) fn snapshot(&self) -> (usize, usize) {
+        // Relaxed: a statistic, not part of the protocol.
         let c = self.counters.load(Ordering::Relaxed);
         (sleepers(c) as usize, searchers(c) as usize)
     }

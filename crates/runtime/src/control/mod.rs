@@ -1,13 +1,17 @@
 //! Process control: the pure policies (how a requested target, a declared need and an
 //! observation become numbers) and the public types that select them. The plumbing that
 //! applies them — workers suspending at safe points, unparking, re-pinning — lives in
-//! `registry.rs`.
+//! [`apply`]; the protocol that keeps it safe is in `../sleep/README.md`.
 //!
 //! The model is Tucker's (1993, §6.2): the pool holds a `target` number of active workers;
 //! growing is *pushed* (whoever raises the target unparks suspended workers at once, lowest
 //! index first), shrinking is *polled* (a worker whose index is at or above the target
 //! suspends itself at its next safe point, i.e. between two tasks of its main loop). Changes
 //! that cancel out before anyone reaches a safe point do nothing — Tucker's damping.
+
+mod apply;
+
+pub(crate) use apply::Control;
 
 /// Who decides how many workers of a pool are active.
 ///

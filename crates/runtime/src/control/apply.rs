@@ -1,0 +1,227 @@
+//! Process control applied to a pool: the target and the active count, suspension and
+//! resumption at safe points, re-pinning to the allocated CPUs, and the demand a pool reports.
+//! The numbers come from the pure policies in the parent module; the protocol that makes a
+//! target change safe (no task stranded, no wake-up lost) is in `../sleep/README.md`.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use crossbeam_utils::CachePadded;
+
+#[cfg(not(loom))]
+use crate::client::Controlled;
+use crate::control::{self, Need, ProcessControl};
+use crate::registry::Registry;
+use crate::worker::{bump, WorkerThread};
+
+/// Process-control state of one pool (built by `Registry::new`).
+pub(crate) struct Control {
+    pub(crate) mode: ProcessControl,
+    /// Workers with index < target should be active.
+    pub(crate) target: CachePadded<AtomicUsize>,
+    /// Workers not suspended (decremented by `suspended`, incremented on resumption).
+    pub(crate) active: AtomicUsize,
+    /// Serialises target changes (so unpark/wake decisions see a consistent old/new pair).
+    pub(crate) change: Mutex<()>,
+    /// The allocated CPU set (`None`: no confinement); workers re-pin when `cpus_epoch` moves.
+    pub(crate) cpus: Mutex<Option<Vec<usize>>>,
+    pub(crate) cpus_epoch: AtomicU64,
+    /// The application's own limit (`set_demand`).
+    pub(crate) need: Mutex<Need>,
+    /// State of the demand estimate between two reports.
+    pub(crate) smoothed_demand: Mutex<f64>,
+}
+
+impl Registry {
+    /// Set the target number of active workers. `allow_zero` only for a manager's granted zero
+    /// quantum. Growing unparks at once (lowest index first); shrinking is noticed by workers
+    /// at their next safe point (sleeping ones are woken to notice it now).
+    pub(crate) fn set_target(&self, requested: usize, allow_zero: bool) {
+        let n = self.num_threads();
+        let mut t = control::clamp_target(requested, n, allow_zero);
+        if self.borrowed_thread0 && t == 1 && n > 1 {
+            // Worker 0 is a user thread that runs pool tasks only while it waits inside the
+            // pool: keep one main-loop worker active too, or spawned work could wait forever.
+            t = 2;
+        }
+        let _g = self
+            .control
+            .change
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        // SeqCst, under `change`: workers read the target (Relaxed) at safe points and in
+        // their resume predicate under their own mutex, which `notify_worker` then takes
+        // (README §4, §7 "resume vs suspend").
+        let old = self.control.target.swap(t, Ordering::SeqCst);
+        if t > old {
+            for i in old..t {
+                self.sleep.notify_worker(i);
+            }
+        } else if t < old {
+            for i in t..n {
+                if self.sleep.suspend_sleeper(i) {
+                    self.suspended(i);
+                }
+            }
+        }
+    }
+
+    /// Bookkeeping of worker `index` leaving the active set (its deque is empty).
+    pub(crate) fn suspended(&self, index: usize) {
+        // Relaxed: read back only by this worker when it resumes (a statistic).
+        self.suspended_at[index].store(self.started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        // `active` is reported, never used to decide a wake or a suspension.
+        self.control.active.fetch_sub(1, Ordering::SeqCst);
+        self.ready.set_active(index, false);
+        // Its ready queue now belongs to an active worker: make sure one is awake if it (or
+        // the tasks just handed over) holds anything.
+        if self.ready.len() > 0 {
+            self.sleep.new_jobs(true);
+        }
+    }
+
+    pub(crate) fn target(&self) -> usize {
+        self.control.target.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn active(&self) -> usize {
+        self.control.active.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn mode(&self) -> ProcessControl {
+        self.control.mode
+    }
+
+    pub(crate) fn set_need(&self, need: Need) {
+        *self.control.need.lock().unwrap_or_else(|p| p.into_inner()) = need;
+    }
+
+    pub(crate) fn set_cpu_set(&self, cpus: Option<Vec<usize>>) {
+        *self.control.cpus.lock().unwrap_or_else(|p| p.into_inner()) = cpus;
+        // Release after the set is stored: a worker that sees the new epoch (Acquire, at its
+        // safe point) then reads the new set under the mutex anyway.
+        self.control.cpus_epoch.fetch_add(1, Ordering::Release);
+    }
+
+    /// Runnable work observed now: busy workers plus queued tasks.
+    fn observed_runnable(&self) -> usize {
+        let (sleepers, searchers) = self.sleep.snapshot();
+        let busy = self.active().saturating_sub(sleepers + searchers);
+        let queued: usize = self.ready.len()
+            + self
+                .thread_infos
+                .iter()
+                .map(|t| t.stealer.len())
+                .sum::<usize>();
+        busy + queued
+    }
+
+    pub(crate) fn demand_now(&self) -> u32 {
+        let n = self.num_threads();
+        let limit = control::need_limit(
+            *self.control.need.lock().unwrap_or_else(|p| p.into_inner()),
+            n,
+        );
+        let mut s = self
+            .control
+            .smoothed_demand
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let (d, new) = control::next_demand(self.observed_runnable(), *s, limit, n);
+        *s = new;
+        d
+    }
+}
+
+#[cfg(not(loom))]
+impl Controlled for Registry {
+    fn pool_size(&self) -> usize {
+        self.num_threads()
+    }
+    fn set_target_workers(&self, n: usize) {
+        self.set_target(n, true);
+    }
+    fn target_workers(&self) -> usize {
+        self.target()
+    }
+    fn active_workers(&self) -> usize {
+        self.active()
+    }
+    fn set_cpus(&self, cpus: Option<Vec<usize>>) {
+        self.set_cpu_set(cpus);
+    }
+    fn demand(&self) -> u32 {
+        self.demand_now()
+    }
+    fn tasks_run(&self) -> u64 {
+        self.stats().tasks_run
+    }
+    fn idle_ns(&self) -> u64 {
+        self.stats().idle_time.as_nanos() as u64
+    }
+}
+
+impl WorkerThread {
+    /// Our index is at or above the target (worker 0 of a `use_current_thread` pool never
+    /// suspends: it is the user's thread).
+    #[inline]
+    pub(crate) fn should_suspend(&self) -> bool {
+        !(self.index == 0 && self.registry.borrowed_thread0)
+            // Relaxed: a late read only delays the suspension to the next safe point; the
+            // resume predicate re-reads it under the worker's mutex (README §5).
+            && self.index >= self.registry.control.target.load(Ordering::Relaxed)
+    }
+
+    /// Safe point: re-pin to the allocated CPU set if it changed.
+    pub(crate) fn maybe_repin(&self) {
+        let epoch = self.registry.control.cpus_epoch.load(Ordering::Acquire);
+        if epoch == self.cpus_epoch.get() {
+            return;
+        }
+        self.cpus_epoch.set(epoch);
+        let cpus = self
+            .registry
+            .control
+            .cpus
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Err(e) = crate::affinity::pin_current_thread(cpus.as_deref()) {
+            tracing::warn!(worker = self.index, error = %e, "could not re-pin worker");
+        }
+    }
+
+    /// Safe point: leave the active set until the target includes us again (or a broadcast
+    /// job or termination needs us). Our deque is handed to the ready queues first, so no task
+    /// waits on a suspended worker.
+    pub(crate) fn suspend(&self) {
+        let reg = &*self.registry;
+        while let Some(job) = self.worker.pop() {
+            reg.ready.post_from(&self.queues, job);
+        }
+        reg.suspended(self.index);
+        self.wait_suspended();
+    }
+
+    /// Second half of a suspension (ours, or one done in place while we slept): park until
+    /// the target includes us again, a broadcast job is for us, or the pool terminates.
+    /// Returns the nanoseconds spent suspended.
+    pub(crate) fn wait_suspended(&self) -> u64 {
+        let reg = &*self.registry;
+        bump(&self.counters().parks, 1);
+        let terminate = &reg.thread_infos[self.index].terminate;
+        reg.sleep.suspend(self.index, || {
+            terminate.probe() || !self.broadcast.is_empty() || !self.should_suspend()
+        });
+        reg.control.active.fetch_add(1, Ordering::SeqCst);
+        reg.ready.set_active(self.index, true);
+        let since = reg.suspended_at[self.index].load(Ordering::Relaxed);
+        let now = reg.started.elapsed().as_nanos() as u64;
+        let spent = now.saturating_sub(since);
+        bump(&self.counters().suspended_ns, spent);
+        if !self.should_suspend() {
+            bump(&self.counters().unparks, 1);
+        }
+        spent
+    }
+}

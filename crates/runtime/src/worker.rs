@@ -1,0 +1,408 @@
+//! A worker thread: its main loop, finding work (own deque, broadcasts, stealing, the ready
+//! queues) and idling (bounded search, then sleep).
+//!
+//! # A worker's life
+//!
+//! ```text
+//! main loop:  broadcast job for me? ─ run it
+//!             terminated?           ─ exit
+//!             safe point: CPU set changed? re-pin.  index ≥ target? ─ suspend (deque → ready queues)
+//!             find work: own deque → own broadcasts → steal (random victim) → ready queues
+//!             nothing: search (bounded), then sleep          (see sleep/README.md)
+//! ```
+//!
+//! A job that waits (`join`, `scope`, `install` from another pool) calls
+//! [`WorkerThread::wait_until`], which runs other jobs and sleeps like the main loop but never
+//! suspends: only the main loop is a safe point, so a suspended worker holds no unfinished
+//! job and every task it owned is in the ready queues. The safe point's own steps (re-pinning,
+//! suspension) live in `control/apply.rs`.
+
+use std::cell::{Cell, RefCell};
+use std::mem;
+use std::ptr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Instant;
+
+use crossbeam_deque::{Steal, Stealer, Worker};
+use partita_queues::XorShift64;
+
+use crate::job::{JobFifo, JobRef};
+use crate::latch::{AsCoreLatch, CoreLatch, Latch};
+use crate::ready::WorkerQueues;
+use crate::registry::Registry;
+use crate::sleep::{Slept, SPIN_ROUNDS};
+use crate::unwind;
+use crate::Yield;
+
+/// Per-worker counters; each is written only by its worker (load + store, no RMW).
+#[derive(Default)]
+pub(crate) struct WorkerCounters {
+    pub(crate) tasks_run: AtomicU64,
+    pub(crate) steals: AtomicU64,
+    pub(crate) sleeps: AtomicU64,
+    pub(crate) parks: AtomicU64,
+    pub(crate) unparks: AtomicU64,
+    pub(crate) idle_ns: AtomicU64,
+    pub(crate) suspended_ns: AtomicU64,
+}
+
+/// Add to a counter that only the calling worker writes.
+#[inline]
+pub(crate) fn bump(c: &AtomicU64, by: u64) {
+    c.store(
+        c.load(Ordering::Relaxed).wrapping_add(by),
+        Ordering::Relaxed,
+    );
+}
+
+/// What a new worker thread needs to start (built by `Registry::new`).
+pub(crate) struct WorkerSeed {
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) worker: Worker<JobRef>,
+    pub(crate) broadcast: Stealer<JobRef>,
+    pub(crate) index: usize,
+}
+
+/// The per-thread state of a worker. The fields the safe point uses (`control/apply.rs`:
+/// suspension hands over `worker`, re-pinning tracks `cpus_epoch`) are crate-visible.
+pub(crate) struct WorkerThread {
+    /// This worker's deque (LIFO for itself, stolen FIFO by others).
+    pub(crate) worker: Worker<JobRef>,
+    /// Jobs `broadcast` addressed to this worker.
+    pub(crate) broadcast: Stealer<JobRef>,
+    fifo: JobFifo,
+    pub(crate) index: usize,
+    /// Victim selection (partita-queues' xorshift; only this thread uses it).
+    rng: RefCell<XorShift64>,
+    pub(crate) registry: Arc<Registry>,
+    /// The `Control::cpus_epoch` this worker last pinned itself for.
+    pub(crate) cpus_epoch: Cell<u64>,
+    /// This worker's producer and consumer side of the ready queues.
+    pub(crate) queues: WorkerQueues,
+}
+
+thread_local! {
+    static WORKER_THREAD_STATE: Cell<*const WorkerThread> = const { Cell::new(ptr::null()) };
+}
+
+impl From<WorkerSeed> for WorkerThread {
+    fn from(seed: WorkerSeed) -> Self {
+        WorkerThread {
+            worker: seed.worker,
+            broadcast: seed.broadcast,
+            fifo: JobFifo::new(),
+            index: seed.index,
+            rng: RefCell::new(new_rng()),
+            queues: seed.registry.ready.worker(seed.index),
+            registry: seed.registry,
+            cpus_epoch: Cell::new(0),
+        }
+    }
+}
+
+impl Drop for WorkerThread {
+    fn drop(&mut self) {
+        WORKER_THREAD_STATE.with(|t| {
+            if ptr::eq(t.get(), self) {
+                t.set(ptr::null());
+            }
+        });
+    }
+}
+
+impl WorkerThread {
+    #[inline]
+    pub(crate) fn current() -> *const WorkerThread {
+        WORKER_THREAD_STATE.with(Cell::get)
+    }
+
+    /// The current worker, if this thread is one.
+    #[inline]
+    pub(crate) fn current_ref() -> Option<&'static WorkerThread> {
+        let p = Self::current();
+        // SAFETY: the pointer is set only by `set_current` to a WorkerThread that lives until
+        // the thread's main loop returns (or forever, for `use_current_thread`), and it is
+        // cleared before that WorkerThread is dropped; only this thread reads it.
+        unsafe { p.as_ref() }
+    }
+
+    pub(crate) fn set_current(thread: *const WorkerThread) {
+        WORKER_THREAD_STATE.with(|t| {
+            assert!(t.get().is_null(), "thread is already a worker");
+            t.set(thread);
+        });
+    }
+
+    #[inline]
+    pub(crate) fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    #[inline]
+    pub(crate) fn index(&self) -> usize {
+        self.index
+    }
+
+    #[inline]
+    pub(crate) fn counters(&self) -> &WorkerCounters {
+        &self.registry.counters[self.index]
+    }
+
+    /// Push onto the local deque (LIFO for this worker, stolen FIFO by others).
+    #[inline]
+    pub(crate) fn push(&self, job: JobRef) {
+        self.worker.push(job);
+        self.registry.sleep.new_jobs(false);
+    }
+
+    /// Push through this worker's FIFO so that spawns start in order.
+    pub(crate) fn push_fifo(&self, job: JobRef) {
+        // SAFETY: the worker's fifo lives as long as the worker thread, which outlives every
+        // job (workers exit only after the pool is out of work).
+        let r = unsafe { self.fifo.push(job) };
+        self.push(r);
+    }
+
+    #[inline]
+    pub(crate) fn local_deque_is_empty(&self) -> bool {
+        self.worker.is_empty()
+    }
+
+    /// Pop from the local deque, then from this worker's broadcast queue.
+    #[inline]
+    pub(crate) fn take_local_job(&self) -> Option<JobRef> {
+        if let Some(job) = self.worker.pop() {
+            return Some(job);
+        }
+        self.take_broadcast()
+    }
+
+    pub(crate) fn take_broadcast(&self) -> Option<JobRef> {
+        // `is_empty` is two loads; `steal` pins an epoch: check first on this hot path.
+        if self.broadcast.is_empty() {
+            return None;
+        }
+        loop {
+            match self.broadcast.steal() {
+                Steal::Success(job) => return Some(job),
+                Steal::Empty => return None,
+                Steal::Retry => {}
+            }
+        }
+    }
+
+    fn find_work(&self) -> Option<JobRef> {
+        self.take_local_job()
+            .or_else(|| self.steal())
+            .or_else(|| self.registry.ready.poll(&self.queues))
+    }
+
+    fn has_visible_work(&self) -> bool {
+        !self.worker.is_empty()
+            || !self.broadcast.is_empty()
+            || self.registry.has_shared_work(&self.queues)
+    }
+
+    /// Execute a job and count it.
+    #[inline]
+    pub(crate) fn execute(&self, job: JobRef) {
+        // SAFETY: every JobRef in our queues was pushed once and is taken once (the deques
+        // and ready queues hand each element to exactly one taker); its owner keeps it alive
+        // until it has run.
+        if unsafe { job.execute() } {
+            bump(&self.counters().tasks_run, 1);
+        }
+    }
+
+    fn steal(&self) -> Option<JobRef> {
+        let infos = &self.registry.thread_infos;
+        let n = infos.len();
+        if n <= 1 {
+            return None;
+        }
+        loop {
+            let mut retry = false;
+            let start = self.rng.borrow_mut().below(n);
+            let job = (start..n)
+                .chain(0..start)
+                .filter(|&i| i != self.index && !infos[i].stealer.is_empty())
+                .find_map(|victim| match infos[victim].stealer.steal() {
+                    Steal::Success(job) => Some(job),
+                    Steal::Empty => None,
+                    Steal::Retry => {
+                        retry = true;
+                        None
+                    }
+                });
+            if job.is_some() {
+                bump(&self.counters().steals, 1);
+                return job;
+            }
+            if !retry {
+                return None;
+            }
+        }
+    }
+
+    pub(crate) fn yield_now(&self) -> Yield {
+        match self.find_work() {
+            Some(job) => {
+                self.execute(job);
+                Yield::Executed
+            }
+            None => Yield::Idle,
+        }
+    }
+
+    pub(crate) fn yield_local(&self) -> Yield {
+        match self.take_local_job() {
+            Some(job) => {
+                self.execute(job);
+                Yield::Executed
+            }
+            None => Yield::Idle,
+        }
+    }
+
+    /// Run jobs until `latch` is set. Never suspends (this is not a safe point).
+    #[inline]
+    pub(crate) fn wait_until<L: AsCoreLatch + ?Sized>(&self, latch: &L) {
+        let latch = latch.as_core_latch();
+        if !latch.probe() {
+            self.wait_until_cold(latch);
+        }
+    }
+
+    #[cold]
+    fn wait_until_cold(&self, latch: &CoreLatch) {
+        // A panic here would leave the latch's owner waiting on freed memory.
+        let abort_guard = unwind::AbortIfPanic;
+        while !latch.probe() {
+            if let Some(job) = self.take_local_job() {
+                self.execute(job);
+                continue;
+            }
+            if let Some(job) = self.idle(latch, false) {
+                self.execute(job);
+            }
+        }
+        mem::forget(abort_guard);
+    }
+
+    /// The worker should leave its idle loop without work: for a nested wait, its latch is
+    /// set; at a safe point also termination, a broadcast job or a target below its index.
+    fn idle_should_stop(&self, latch: &CoreLatch, safe_point: bool) -> bool {
+        latch.probe() || (safe_point && self.should_suspend())
+    }
+
+    /// Search (bounded), then sleep, until work is found (returned) or the idle loop should
+    /// stop (None). See `sleep/README.md` for the protocol.
+    fn idle(&self, latch: &CoreLatch, safe_point: bool) -> Option<JobRef> {
+        let sleep = &self.registry.sleep;
+        // The clock is read only once the first search fails (the common case of finding
+        // work at once stays free of clock reads).
+        let mut started: Option<Instant> = None;
+        let mut searching = sleep.start_searching();
+        let mut rounds = 0;
+        let mut suspended = 0u64;
+        let found = loop {
+            if self.idle_should_stop(latch, safe_point) {
+                break None;
+            }
+            if let Some(job) = self.find_work() {
+                break Some(job);
+            }
+            started.get_or_insert_with(Instant::now);
+            if searching && rounds < SPIN_ROUNDS {
+                rounds += 1;
+                thread::yield_now();
+                continue;
+            }
+            if !latch.get_sleepy() {
+                continue; // the latch was set meanwhile
+            }
+            bump(&self.counters().sleeps, 1);
+            let slept = sleep.sleep(self.index, searching, safe_point, || {
+                self.idle_should_stop(latch, safe_point) || self.has_visible_work()
+            });
+            latch.wake_up();
+            match slept {
+                Slept::Declined => {
+                    searching = sleep.start_searching();
+                }
+                Slept::Woken => searching = true,
+                Slept::Suspended => {
+                    // Suspended in place by a target change; wait until resumed.
+                    suspended += self.wait_suspended();
+                    searching = false;
+                }
+            }
+            rounds = 0;
+        };
+        if searching && sleep.stop_searching() && found.is_some() && self.has_visible_work() {
+            // We were the last searcher and work remains: hand the search to a sleeper.
+            sleep.wake_any();
+        }
+        if let Some(started) = started {
+            let idle = (started.elapsed().as_nanos() as u64).saturating_sub(suspended);
+            bump(&self.counters().idle_ns, idle);
+        }
+        found
+    }
+}
+
+/// The body of a worker thread: run until the pool terminates (see the module's diagram).
+pub(crate) fn main_loop(seed: WorkerSeed) {
+    let worker_thread = WorkerThread::from(seed);
+    WorkerThread::set_current(&worker_thread);
+    let wt = &worker_thread;
+    let registry = &*wt.registry;
+    let index = wt.index;
+    let info = &registry.thread_infos[index];
+    // SAFETY: the latch lives in the registry, which `wt` keeps alive.
+    unsafe { Latch::set(&info.primed) };
+
+    // Panics in jobs are caught where they run; one escaping here is a bug: abort.
+    let abort_guard = unwind::AbortIfPanic;
+    if let Some(ref handler) = registry.start_handler {
+        registry.catch_unwind(|| handler(index));
+    }
+    let terminate = info.terminate.as_core_latch();
+    loop {
+        if let Some(job) = wt.take_broadcast() {
+            wt.execute(job);
+            continue;
+        }
+        if terminate.probe() {
+            break;
+        }
+        // Safe point: between two tasks, nothing of ours is in flight.
+        wt.maybe_repin();
+        if wt.should_suspend() {
+            wt.suspend();
+            continue;
+        }
+        if let Some(job) = wt.find_work() {
+            wt.execute(job);
+            continue;
+        }
+        if let Some(job) = wt.idle(terminate, true) {
+            wt.execute(job);
+        }
+    }
+    debug_assert!(wt.worker.is_empty());
+    // SAFETY: the latch lives in the registry, which `wt` keeps alive.
+    unsafe { Latch::set(&info.stopped) };
+    mem::forget(abort_guard);
+    if let Some(ref handler) = registry.exit_handler {
+        registry.catch_unwind(|| handler(index));
+    }
+}
+
+/// A victim-selection generator; each worker of each pool gets its own stream.
+fn new_rng() -> XorShift64 {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    XorShift64::new(COUNTER.fetch_add(1, Ordering::Relaxed) as u64)
+}
