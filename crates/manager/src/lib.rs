@@ -3,7 +3,7 @@
 //! The co-located core arbiter: a daemon (`partita serve`) that registers applications built on
 //! partita-runtime, decides how many CPUs (and which) each gets with pure allocation policies,
 //! and enforces the result; plus the CLI (`partita status`, `run`, `demo`, …). Design:
-//! `shared/spec/manager.md`.
+//! `docs/design/manager.md`.
 //!
 //! - [`alloc`]: the allocator, pure functions over plain data (levels 1 and 2, placement);
 //! - [`config`]: TOML configuration with the papers' defaults;

@@ -1,6 +1,6 @@
 //! # partita-workloads
 //!
-//! The synthetic applications of the multiprogramming experiment (`shared/spec/experiments.md`,
+//! The synthetic applications of the multiprogramming experiment (`docs/design/experiments.md`,
 //! after Tucker 1993 ch. 7 and the NANOS paper's workloads):
 //!
 //! | app | shape | parallelism |
