@@ -5,6 +5,11 @@
 //! the manager publishes allocations and the application reports demand. Design:
 //! `docs/design/manager.md` §Protocol.
 //!
+//! **The protocol itself** — message sequence, frame kinds, control-page layout with offsets,
+//! who writes which half, the seqlock step by step, and the failure rules — is written in this
+//! crate's `README.md` (`crates/protocol/README.md`), next to the code; read it before
+//! changing either side.
+//!
 //! - [`wire`]: the socket messages (length-prefixed frames, every field validated);
 //! - [`page`]: the control page layout, its seqlock and futex;
 //! - [`cpuset`]: the CPU bitset both sides exchange;
