@@ -21,6 +21,7 @@
 //! handle.shutdown().unwrap();
 //! ```
 
+#![warn(missing_docs)]
 pub mod alloc;
 pub mod config;
 mod daemon;

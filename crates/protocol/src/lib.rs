@@ -26,6 +26,7 @@
 //! assert_eq!(app.manager.read().target, 2);
 //! ```
 
+#![warn(missing_docs)]
 #![cfg_attr(loom, allow(dead_code))] // Under loom only the seqlock model is built.
 
 pub mod cpuset;

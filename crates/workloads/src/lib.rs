@@ -16,7 +16,7 @@
 //! [`App::Sleeper`] (measures its wake-up latency).
 //!
 //! Every application computes a checksum of its result that does not depend on how many
-//! workers took part; [`reference`] computes it with a plain sequential run, so a fast wrong
+//! workers took part; [`reference()`] computes it with a plain sequential run, so a fast wrong
 //! answer is caught.
 //!
 //! ```
@@ -26,6 +26,7 @@
 //! assert_eq!(Some(out.checksum), partita_workloads::reference(App::Water, &params).unwrap());
 //! ```
 
+#![warn(missing_docs)]
 use std::fmt;
 use std::path::Path;
 use std::process::Command;
