@@ -240,7 +240,7 @@ impl Params {
 pub struct Outcome {
     /// The application.
     pub app: App,
-    /// Checksum of the result (compare with [`reference`]).
+    /// Checksum of the result (compare with [`reference()`]).
     pub checksum: u64,
     /// Time of the computation proper (without building the pool and the input).
     pub compute: Duration,
