@@ -89,8 +89,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     mgr.shutdown()?;
     let _ = std::fs::remove_dir_all(&dir);
 
-    // Baseline: in-process set_target_workers on a pool of 2, no manager.
-    std::env::set_var("PARTITA", "off");
+    // Baseline: in-process set_target_workers on a pool of 2, no manager (a Manual pool never
+    // connects to one).
     let pool = partita_runtime::ThreadPoolBuilder::new()
         .num_threads(2)
         .process_control(partita_runtime::ProcessControl::Manual)

@@ -151,7 +151,7 @@ impl ManagerHandle {
     ///
     /// ```no_run
     /// # let h = partita_manager::spawn_in_process(Default::default(), "/tmp/x.sock".into()).unwrap();
-    /// std::env::set_var("PARTITA_SOCKET", h.socket());
+    /// let status = partita_manager::query_status(h.socket()).unwrap();
     /// ```
     pub fn socket(&self) -> &Path {
         &self.socket
