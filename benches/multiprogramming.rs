@@ -193,6 +193,7 @@ fn copy(
         .args(["--rounds", &args.rounds.to_string()])
         .args(["--tasks", &tasks.to_string()])
         .args(["--task-us", &args.task_us.to_string()])
+        .env("PARTITA_NAME", "scope-loop")
         .stdin(Stdio::null());
     match socket {
         Some(s) => c.env("PARTITA_SOCKET", s).env_remove("PARTITA"),
@@ -210,7 +211,6 @@ fn spin(d: Duration) {
 
 /// One copy: `rounds` scopes of `tasks` short tasks; every task must run exactly once.
 fn child(a: &ChildArgs) -> Result<(), BoxError> {
-    std::env::set_var("PARTITA_NAME", "scope-loop");
     let pool = partita_runtime::ThreadPoolBuilder::new()
         .num_threads(a.threads)
         .build()?;

@@ -104,7 +104,7 @@ fn across_processes(rounds: usize) -> Result<(Vec<f64>, Vec<f64>), Box<dyn std::
 /// The baseline: in-process `set_target_workers` on a pool of 2, no manager, timed to the
 /// active-worker count changing: `(grow, shrink)` in µs.
 fn in_process(rounds: usize) -> Result<(Vec<f64>, Vec<f64>), Box<dyn std::error::Error>> {
-    std::env::set_var("PARTITA", "off");
+    // A Manual pool never connects to a manager.
     let pool = partita_runtime::ThreadPoolBuilder::new()
         .num_threads(2)
         .process_control(partita_runtime::ProcessControl::Manual)

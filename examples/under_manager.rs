@@ -31,10 +31,15 @@ fn main() -> Result<(), BoxError> {
         realloc_period_ms: 100,
         ..Default::default()
     };
-    let manager = partita_manager::spawn_in_process(config, dir.join("m.sock"))?;
+    let socket = dir.join("m.sock");
     // What an application needs: the socket (here set in its environment) and a pool.
-    std::env::set_var("PARTITA_SOCKET", manager.socket());
-    std::env::set_var("PARTITA_NAME", "example");
+    // SAFETY: no other thread exists yet (the manager starts on the next line), so nothing
+    // reads the environment while it changes.
+    unsafe {
+        std::env::set_var("PARTITA_SOCKET", &socket);
+        std::env::set_var("PARTITA_NAME", "example");
+    }
+    let manager = partita_manager::spawn_in_process(config, socket)?;
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let pool = Arc::new(
         partita_runtime::ThreadPoolBuilder::new()

@@ -78,13 +78,17 @@ fn spin_for(d: Duration) {
 }
 
 fn run_pool(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
-    if let Some(s) = &args.socket {
-        std::env::set_var("PARTITA_SOCKET", s);
+    // SAFETY: the probe is its own process and this runs on its main thread before the pool
+    // (the first other thread) is built, so nothing reads the environment concurrently.
+    unsafe {
+        if let Some(s) = &args.socket {
+            std::env::set_var("PARTITA_SOCKET", s);
+        }
+        if !args.partition.is_empty() {
+            std::env::set_var("PARTITA_PARTITION", &args.partition);
+        }
+        std::env::set_var("PARTITA_NAME", &args.name);
     }
-    if !args.partition.is_empty() {
-        std::env::set_var("PARTITA_PARTITION", &args.partition);
-    }
-    std::env::set_var("PARTITA_NAME", &args.name);
     let pool = partita_runtime::ThreadPoolBuilder::new()
         .num_threads(args.pool as usize)
         .build()?;
@@ -230,7 +234,7 @@ fn run_raw(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
     match ManagerMessage::decode(&buf[4..4 + len])? {
         ManagerMessage::Welcome { .. } => {}
         ManagerMessage::Error { code, message } => {
-            return Err(format!("refused: {code:?}: {message}").into())
+            return Err(format!("refused: {code:?}: {message}").into());
         }
         other => return Err(format!("unexpected {other:?}").into()),
     }

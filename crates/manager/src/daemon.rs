@@ -3,7 +3,7 @@
 //! periodic reallocation (rotation, decay, quanta).
 
 use crate::config::Config;
-use crate::registry::Registry;
+use crate::registry::{Registration, Registry};
 use crate::status::Status;
 use crate::{sys, Error};
 use partita_protocol::sys::{peer_cred, pidfd_open, send_with_fd};
@@ -131,21 +131,9 @@ pub(crate) async fn run(
         context: "register listener with tokio".into(),
         source,
     })?;
-    let (hello_timeout, sample, tick) = {
-        let r = shared.lock();
-        let c = &r.config;
-        let tick = c
-            .realloc_period_ms
-            .min(c.usage_decay.period_ms)
-            .min(c.dss.quantum_ms)
-            .max(1);
-        (
-            Duration::from_millis(c.hello_timeout_ms),
-            Duration::from_millis(c.sample_period_ms),
-            Duration::from_millis(tick),
-        )
-    };
-    tracing::info!(socket = %socket.display(), cpus = %shared.lock().managed, "partita manager listening");
+    let periods = shared.lock().periods();
+    let (hello_timeout, sample, tick) = (periods.hello_timeout, periods.sample, periods.tick);
+    tracing::info!(socket = %socket.display(), cpus = %shared.lock().managed(), "partita manager listening");
     let mut tasks = tokio::task::JoinSet::new();
     {
         let shared = shared.clone();
@@ -181,9 +169,7 @@ pub(crate) async fn run(
     let _ = std::fs::remove_file(&socket);
     tasks.abort_all();
     while tasks.join_next().await.is_some() {}
-    let mut r = shared.lock();
-    r.apps.clear();
-    r.enforcer.restore_all();
+    shared.lock().shutdown();
     Ok(())
 }
 
@@ -193,27 +179,19 @@ async fn sampler(shared: Arc<Shared>, period: Duration) {
     iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         iv.tick().await;
-        let (tracked, app_pids, n, system_wide) = {
-            let r = shared.lock();
-            (
-                r.tracked_pids(),
-                r.apps.values().map(|a| a.pid).collect::<Vec<_>>(),
-                r.partitions.len(),
-                r.system_wide(),
-            )
-        };
+        let req = shared.lock().sample_request();
         let measured = tokio::task::spawn_blocking(move || {
-            let mut now = vec![0u32; n];
+            let mut now = vec![0u32; req.partitions];
             let mut tracked_total = 0;
-            for (k, pid) in tracked {
+            for (k, pid) in req.tracked {
                 let mut pids = vec![pid];
                 pids.extend(sys::descendants(pid));
                 let x: u32 = pids.into_iter().map(sys::runnable_threads).sum();
                 now[k] += x;
                 tracked_total += x;
             }
-            if system_wide {
-                let apps: u32 = app_pids.into_iter().map(sys::runnable_threads).sum();
+            if req.system_wide {
+                let apps: u32 = req.app_pids.into_iter().map(sys::runnable_threads).sum();
                 let all = sys::procs_running().unwrap_or(0);
                 // Minus this sampling thread itself.
                 now[0] += all.saturating_sub(apps + tracked_total + 1);
@@ -295,47 +273,26 @@ async fn connection(shared: Arc<Shared>, mut stream: UnixStream, hello_timeout: 
                 .await;
         }
         ClientMessage::Confine { partition, .. } => {
-            let reply = {
-                let mut r = shared.lock();
-                match r.partition_index(&partition) {
-                    None => Err(format!("no partition named {partition:?}")),
-                    Some(k) => {
-                        let cpus = r.track(cred.pid, k);
-                        Ok(ManagerMessage::Confined {
-                            partition: r.partitions[k].name.clone(),
-                            cpus,
-                        })
-                    }
-                }
-            };
+            let reply = shared.lock().confine(cred.pid, &partition);
             match reply {
-                Ok(m) => {
+                Ok((partition, cpus)) => {
+                    let m = ManagerMessage::Confined { partition, cpus };
                     let _ = stream.write_all(&m.encode()).await;
                 }
                 Err(msg) => send_error(&mut stream, ErrorCode::UnknownPartition, msg).await,
             }
         }
         ClientMessage::Hello(hello) => {
-            let registered = shared.lock().register(
-                cred.pid,
-                cred.uid,
-                cred.gid,
-                &hello.name,
-                &hello.partition_hint,
-                hello.pool_size,
-                hello.flags & FLAG_PARTITION_ONLY != 0,
-            );
-            let id = match registered {
-                Ok(id) => id,
-                Err((code, msg)) => return send_error(&mut stream, code, msg).await,
+            let req = Registration {
+                pid: cred.pid,
+                uid: cred.uid,
+                gid: cred.gid,
+                name: hello.name,
+                hint: hello.partition_hint,
+                pool_size: hello.pool_size,
+                partition_only: hello.flags & FLAG_PARTITION_ONLY != 0,
             };
-            tracing::info!(id, pid = cred.pid, name = %hello.name, pool = hello.pool_size, "application registered");
-            let welcomed = welcome(&shared, &mut stream, id).await;
-            if welcomed.is_ok() {
-                follow(&shared, &mut stream, cred.pid).await;
-            }
-            shared.lock().unregister(id);
-            tracing::info!(id, pid = cred.pid, "application gone");
+            serve_application(&shared, &mut stream, req).await
         }
         ClientMessage::DemandChanged | ClientMessage::Goodbye => {
             send_error(
@@ -348,21 +305,33 @@ async fn connection(shared: Arc<Shared>, mut stream: UnixStream, hello_timeout: 
     }
 }
 
-async fn welcome(shared: &Shared, stream: &mut UnixStream, id: u32) -> std::io::Result<()> {
-    let (frame, fd) = {
-        let r = shared.lock();
-        let app = r
-            .apps
-            .get(&id)
-            .ok_or_else(|| std::io::Error::other("application vanished"))?;
-        let frame = ManagerMessage::Welcome {
-            version: PROTOCOL_VERSION,
-            app_id: id,
-            partition: r.partitions[app.partition].name.clone(),
-        }
-        .encode();
-        (frame, app.page.fd().try_clone_to_owned()?)
+/// Register, welcome, follow until the application leaves, unregister.
+async fn serve_application(shared: &Shared, stream: &mut UnixStream, req: Registration) {
+    let (pid, name, pool) = (req.pid, req.name.clone(), req.pool_size);
+    let registered = shared.lock().register(req);
+    let id = match registered {
+        Ok(id) => id,
+        Err((code, msg)) => return send_error(stream, code, msg).await,
     };
+    tracing::info!(id, pid, name = %name, pool, "application registered");
+    if welcome(shared, stream, id).await.is_ok() {
+        follow(shared, stream, pid).await;
+    }
+    shared.lock().unregister(id);
+    tracing::info!(id, pid, "application gone");
+}
+
+async fn welcome(shared: &Shared, stream: &mut UnixStream, id: u32) -> std::io::Result<()> {
+    let (partition, fd) = shared
+        .lock()
+        .welcome(id)
+        .ok_or_else(|| std::io::Error::other("application vanished"))??;
+    let frame = ManagerMessage::Welcome {
+        version: PROTOCOL_VERSION,
+        app_id: id,
+        partition,
+    }
+    .encode();
     let sent = loop {
         stream.writable().await?;
         match stream.try_io(Interest::WRITABLE, || {

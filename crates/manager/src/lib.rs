@@ -4,7 +4,7 @@
 //! partita-runtime, decides how many CPUs (and which) each gets with pure allocation policies,
 //! and enforces the result; plus the client calls behind `partita status` and `partita run`
 //! (the `partita` binary itself is the root package's). Design:
-//! `shared/spec/manager.md`.
+//! `docs/design/manager.md`.
 //!
 //! - [`alloc`]: the allocator, pure functions over plain data (levels 1 and 2, placement);
 //! - [`config`]: TOML configuration with the papers' defaults;
@@ -22,6 +22,7 @@
 //! handle.shutdown().unwrap();
 //! ```
 
+#![warn(missing_docs)]
 pub mod alloc;
 pub mod config;
 mod daemon;
@@ -149,7 +150,7 @@ impl ManagerHandle {
     ///
     /// ```no_run
     /// # let h = partita_manager::spawn_in_process(Default::default(), "/tmp/x.sock".into()).unwrap();
-    /// std::env::set_var("PARTITA_SOCKET", h.socket());
+    /// let status = partita_manager::query_status(h.socket()).unwrap();
     /// ```
     pub fn socket(&self) -> &Path {
         &self.socket

@@ -11,62 +11,106 @@ use partita_protocol::page::{monotonic_ns, PageMap};
 use partita_protocol::wire::ErrorCode;
 use partita_protocol::CpuSet;
 use std::collections::BTreeMap;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// A registered application.
 #[derive(Debug)]
-pub(crate) struct App {
-    pub id: AppId,
-    pub pid: i32,
-    pub uid: u32,
-    pub name: String,
-    pub partition: usize,
-    pub pool_size: u32,
-    pub partition_only: bool,
-    pub page: PageMap,
-    pub published: Option<(u32, CpuSet)>,
+struct App {
+    id: AppId,
+    pid: i32,
+    uid: u32,
+    name: String,
+    partition: usize,
+    pool_size: u32,
+    partition_only: bool,
+    page: PageMap,
+    published: Option<(u32, CpuSet)>,
 }
 
 /// A process started with `partita run`.
 #[derive(Debug, Clone)]
-pub(crate) struct Tracked {
-    pub pid: i32,
-    pub partition: usize,
+struct Tracked {
+    pid: i32,
+    partition: usize,
 }
 
 /// Runnable-thread measurements of a partition's uncontrolled processes.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Runnable {
-    pub now: u32,
-    pub avg: f64,
+struct Runnable {
+    now: u32,
+    avg: f64,
+}
+
+/// Who asks to register (identity from SO_PEERCRED, the rest from the hello).
+#[derive(Debug, Clone)]
+pub(crate) struct Registration {
+    /// The peer's pid (from the socket, never from a message).
+    pub pid: i32,
+    /// The peer's uid.
+    pub uid: u32,
+    /// The peer's gid.
+    pub gid: u32,
+    /// Application name from the hello.
+    pub name: String,
+    /// Partition hint from the hello (empty: none).
+    pub hint: String,
+    /// Worker threads in its pool.
+    pub pool_size: u32,
+    /// The hello's partition-only flag.
+    pub partition_only: bool,
+}
+
+/// The daemon's periods, from the configuration.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Periods {
+    /// How long a client may stay silent before its first message.
+    pub hello_timeout: Duration,
+    /// Runnable-thread sampling of uncontrolled processes.
+    pub sample: Duration,
+    /// The periodic reallocation tick: the shortest of the policies' periods.
+    pub tick: Duration,
+}
+
+/// What the sampler measures outside the lock.
+#[derive(Debug, Clone)]
+pub(crate) struct SampleRequest {
+    /// (partition, pid) of every tracked process.
+    pub tracked: Vec<(usize, i32)>,
+    /// Pids of the registered applications.
+    pub app_pids: Vec<i32>,
+    /// Number of partitions.
+    pub partitions: usize,
+    /// Whether the default partition counts every runnable thread of the system.
+    pub system_wide: bool,
 }
 
 /// Everything behind the manager's lock.
 #[derive(Debug)]
 pub(crate) struct Registry {
-    pub config: Config,
-    pub partitions: Vec<PartitionConfig>,
-    pub cpus: Vec<usize>,
-    pub domains: Vec<u32>,
-    pub managed: CpuSet,
-    pub apps: BTreeMap<AppId, App>,
-    pub next_id: AppId,
-    pub tracked: Vec<Tracked>,
-    pub runnable: Vec<Runnable>,
-    pub history: History,
-    pub last: AllocOutput,
-    pub uncontrolled_sets: Vec<CpuSet>,
-    pub reallocations: u64,
-    pub enforcer: Enforcer,
-    pub start: Instant,
+    config: Config,
+    partitions: Vec<PartitionConfig>,
+    cpus: Vec<usize>,
+    domains: Vec<u32>,
+    managed: CpuSet,
+    apps: BTreeMap<AppId, App>,
+    next_id: AppId,
+    tracked: Vec<Tracked>,
+    runnable: Vec<Runnable>,
+    history: History,
+    last: AllocOutput,
+    uncontrolled_sets: Vec<CpuSet>,
+    reallocations: u64,
+    enforcer: Enforcer,
+    start: Instant,
     /// Whether the manager may set affinities of other users' processes.
-    pub privileged: bool,
-    pub euid: u32,
+    privileged: bool,
+    euid: u32,
 }
 
 impl Registry {
-    pub fn new(config: Config, managed: CpuSet) -> Registry {
+    pub(crate) fn new(config: Config, managed: CpuSet) -> Registry {
         let partitions = config.partition_list();
         let cpus = managed.to_vec();
         let domains = cpus.iter().map(|&c| cache_domain(c)).collect();
@@ -94,8 +138,66 @@ impl Registry {
         }
     }
 
+    /// The daemon's periods.
+    pub(crate) fn periods(&self) -> Periods {
+        let c = &self.config;
+        let tick = c
+            .realloc_period_ms
+            .min(c.usage_decay.period_ms)
+            .min(c.dss.quantum_ms)
+            .max(1);
+        Periods {
+            hello_timeout: Duration::from_millis(c.hello_timeout_ms),
+            sample: Duration::from_millis(c.sample_period_ms),
+            tick: Duration::from_millis(tick),
+        }
+    }
+
+    /// The CPUs this manager hands out.
+    pub(crate) fn managed(&self) -> CpuSet {
+        self.managed
+    }
+
+    /// Forget every application and undo every confinement (shutdown).
+    pub(crate) fn shutdown(&mut self) {
+        self.apps.clear();
+        self.enforcer.restore_all();
+    }
+
+    /// The welcome for a registered application: its partition's name and a copy of its
+    /// page's fd. `None` if it is gone.
+    pub(crate) fn welcome(&self, id: AppId) -> Option<std::io::Result<(String, OwnedFd)>> {
+        let app = self.apps.get(&id)?;
+        let partition = self.partitions[app.partition].name.clone();
+        Some(app.page.fd().try_clone_to_owned().map(|fd| (partition, fd)))
+    }
+
+    /// Confine the process `pid` to the partition named `partition` as uncontrolled
+    /// (`partita run`): the partition's name and the CPUs it is confined to.
+    pub(crate) fn confine(
+        &mut self,
+        pid: i32,
+        partition: &str,
+    ) -> Result<(String, CpuSet), String> {
+        let k = self
+            .partition_index(partition)
+            .ok_or_else(|| format!("no partition named {partition:?}"))?;
+        let cpus = self.track(pid, k);
+        Ok((self.partitions[k].name.clone(), cpus))
+    }
+
+    /// What the sampler must measure.
+    pub(crate) fn sample_request(&self) -> SampleRequest {
+        SampleRequest {
+            tracked: self.tracked.iter().map(|t| (t.partition, t.pid)).collect(),
+            app_pids: self.apps.values().map(|a| a.pid).collect(),
+            partitions: self.partitions.len(),
+            system_wide: self.config.uncontrolled == Uncontrolled::System,
+        }
+    }
+
     /// Index of a partition by name (empty: default).
-    pub fn partition_index(&self, name: &str) -> Option<usize> {
+    fn partition_index(&self, name: &str) -> Option<usize> {
         if name.is_empty() {
             return Some(0);
         }
@@ -104,7 +206,7 @@ impl Registry {
 
     /// Where an application goes: its hint if the partition admits hints, else the first
     /// partition whose rule matches, else `default`.
-    pub fn choose_partition(
+    fn choose_partition(
         &self,
         name: &str,
         uid: u32,
@@ -134,18 +236,42 @@ impl Registry {
     }
 
     /// Register an application (identity from SO_PEERCRED) and give it a page.
-    #[allow(clippy::too_many_arguments)]
-    pub fn register(
-        &mut self,
-        pid: i32,
-        uid: u32,
-        gid: u32,
-        name: &str,
-        hint: &str,
-        pool_size: u32,
-        partition_only_flag: bool,
-    ) -> Result<AppId, (ErrorCode, String)> {
-        if !self.privileged && uid != self.euid {
+    pub(crate) fn register(&mut self, req: Registration) -> Result<AppId, (ErrorCode, String)> {
+        self.admit(&req)?;
+        let partition = self.choose_partition(&req.name, req.uid, req.gid, &req.hint)?;
+        let id = self.next_id;
+        let page = PageMap::create(id, req.pool_size)
+            .map_err(|e| (ErrorCode::Internal, format!("control page: {e}")))?;
+        let partition_only = req.partition_only || self.config.control == Control::PartitionOnly;
+        page.manager
+            .partition_only
+            .store(partition_only as u32, Ordering::Relaxed);
+        // Until the application reports, assume it wants its whole pool.
+        page.app.demand.store(req.pool_size, Ordering::Relaxed);
+        page.app.heartbeat.store(monotonic_ns(), Ordering::Relaxed);
+        self.next_id += 1;
+        self.apps.insert(
+            id,
+            App {
+                id,
+                pid: req.pid,
+                uid: req.uid,
+                name: req.name,
+                partition,
+                pool_size: req.pool_size,
+                partition_only,
+                page,
+                published: None,
+            },
+        );
+        self.reallocate();
+        Ok(id)
+    }
+
+    /// Refuse another user's process (unless privileged), a full manager, a second
+    /// registration of the same process.
+    fn admit(&self, req: &Registration) -> Result<(), (ErrorCode, String)> {
+        if !self.privileged && req.uid != self.euid {
             return Err((
                 ErrorCode::PermissionDenied,
                 format!("this manager serves uid {} only", self.euid),
@@ -160,44 +286,17 @@ impl Registry {
                 ),
             ));
         }
-        if self.apps.values().any(|a| a.pid == pid) {
+        if self.apps.values().any(|a| a.pid == req.pid) {
             return Err((
                 ErrorCode::OutOfOrder,
-                format!("process {pid} is already registered"),
+                format!("process {} is already registered", req.pid),
             ));
         }
-        let partition = self.choose_partition(name, uid, gid, hint)?;
-        let id = self.next_id;
-        let page = PageMap::create(id, pool_size)
-            .map_err(|e| (ErrorCode::Internal, format!("control page: {e}")))?;
-        let partition_only = partition_only_flag || self.config.control == Control::PartitionOnly;
-        page.manager
-            .partition_only
-            .store(partition_only as u32, Ordering::Relaxed);
-        // Until the application reports, assume it wants its whole pool.
-        page.app.demand.store(pool_size, Ordering::Relaxed);
-        page.app.heartbeat.store(monotonic_ns(), Ordering::Relaxed);
-        self.next_id += 1;
-        self.apps.insert(
-            id,
-            App {
-                id,
-                pid,
-                uid,
-                name: name.to_string(),
-                partition,
-                pool_size,
-                partition_only,
-                page,
-                published: None,
-            },
-        );
-        self.reallocate();
-        Ok(id)
+        Ok(())
     }
 
     /// Remove an application; restores its affinity if it is still running.
-    pub fn unregister(&mut self, id: AppId) {
+    pub(crate) fn unregister(&mut self, id: AppId) {
         if let Some(app) = self.apps.remove(&id) {
             if sys::alive(app.pid) {
                 self.enforcer.restore_process(app.pid);
@@ -209,7 +308,7 @@ impl Registry {
     }
 
     /// Track a process started with `partita run`; returns its CPU set.
-    pub fn track(&mut self, pid: i32, partition: usize) -> CpuSet {
+    fn track(&mut self, pid: i32, partition: usize) -> CpuSet {
         self.tracked.retain(|t| t.pid != pid);
         self.tracked.push(Tracked { pid, partition });
         // "When one appears it gets one CPU at once."
@@ -228,7 +327,18 @@ impl Registry {
     }
 
     /// Recompute the allocation and publish every change.
-    pub fn reallocate(&mut self) {
+    pub(crate) fn reallocate(&mut self) {
+        let input = self.alloc_input();
+        let out = alloc::allocate(&input, &mut self.history);
+        self.reallocations += 1;
+        self.publish_apps(&out);
+        self.confine_uncontrolled(&out);
+        tracing::trace!(moves = out.moves, total = out.total(), "reallocated");
+        self.last = out;
+    }
+
+    /// The allocator's input: CPUs, partitions, demands read from the pages now.
+    fn alloc_input(&self) -> AllocInput {
         let n = self.partitions.len();
         let mut input = AllocInput::new(self.cpus.clone(), self.partitions.clone());
         input.domains = self.domains.clone();
@@ -248,11 +358,14 @@ impl Registry {
                 pool_size: app.pool_size,
             });
         }
-        let out = alloc::allocate(&input, &mut self.history);
-        self.reallocations += 1;
+        input
+    }
 
+    /// Publish each application's new `(target, cpus)` if it changed, and set its affinity
+    /// when its CPU set changed.
+    fn publish_apps(&mut self, out: &AllocOutput) {
         // Union of CPUs per partition (for partition-only applications given 0).
-        let mut partition_sets = vec![CpuSet::new(); n];
+        let mut partition_sets = vec![CpuSet::new(); self.partitions.len()];
         for (m, (_, set)) in &out.members {
             let k = match m {
                 MemberId::Uncontrolled(k) => *k,
@@ -294,7 +407,11 @@ impl Registry {
                 }
             }
         }
-        for k in 0..n {
+    }
+
+    /// Move each partition's tracked processes to the partition's new uncontrolled set.
+    fn confine_uncontrolled(&mut self, out: &AllocOutput) {
+        for k in 0..self.partitions.len() {
             let set = out.cpus(MemberId::Uncontrolled(k));
             if set != self.uncontrolled_sets[k] && !set.is_empty() {
                 let pids: Vec<i32> = self
@@ -312,18 +429,11 @@ impl Registry {
                 self.uncontrolled_sets[k] = set;
             }
         }
-        tracing::trace!(moves = out.moves, total = out.total(), "reallocated");
-        self.last = out;
-    }
-
-    /// Pids whose runnable threads count as the uncontrolled demand of each partition.
-    pub fn tracked_pids(&self) -> Vec<(usize, i32)> {
-        self.tracked.iter().map(|t| (t.partition, t.pid)).collect()
     }
 
     /// Take new runnable measurements (computed outside the lock); returns whether any
     /// partition's uncontrolled demand changed.
-    pub fn update_runnable(&mut self, now: &[u32], alpha: f64) -> bool {
+    pub(crate) fn update_runnable(&mut self, now: &[u32], alpha: f64) -> bool {
         let mut changed = false;
         for (k, &x) in now.iter().enumerate().take(self.runnable.len()) {
             let r = &mut self.runnable[k];
@@ -336,7 +446,7 @@ impl Registry {
     }
 
     /// Drop tracked processes that exited (their process tree is empty).
-    pub fn reap_tracked(&mut self) -> bool {
+    pub(crate) fn reap_tracked(&mut self) -> bool {
         let before = self.tracked.len();
         let enforcer = &self.enforcer;
         let names: Vec<String> = self.partitions.iter().map(|p| p.name.clone()).collect();
@@ -345,13 +455,8 @@ impl Registry {
         before != self.tracked.len()
     }
 
-    /// Whether the default partition's demand is measured system-wide.
-    pub fn system_wide(&self) -> bool {
-        self.config.uncontrolled == Uncontrolled::System
-    }
-
     /// A status snapshot.
-    pub fn status(&self) -> Status {
+    pub(crate) fn status(&self) -> Status {
         let now_ns = monotonic_ns();
         let mut partitions: Vec<PartitionStatus> = self
             .partitions

@@ -2,7 +2,7 @@
 //!
 //! NUMA topology, safe memory-policy and page-migration wrappers, node-placed allocation, and
 //! Verghese's migrate/replicate policy with its trace-driven simulator. Design:
-//! `shared/spec/numa.md`; the crate's README explains the layers.
+//! `docs/design/numa.md`; the crate's README explains the layers.
 //!
 //! ```
 //! use partita_numa::{Topology, NodeVec, Placement};

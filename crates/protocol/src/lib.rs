@@ -3,7 +3,12 @@
 //! The manager ↔ application protocol: the versioned hello exchanged over the Unix socket,
 //! typed errors, and the shared control page (a memfd passed with `SCM_RIGHTS`) through which
 //! the manager publishes allocations and the application reports demand. Design:
-//! `shared/spec/manager.md` §Protocol.
+//! `docs/design/manager.md` §Protocol.
+//!
+//! **The protocol itself** — message sequence, frame kinds, control-page layout with offsets,
+//! who writes which half, the seqlock step by step, and the failure rules — is written in this
+//! crate's `README.md` (`crates/protocol/README.md`), next to the code; read it before
+//! changing either side.
 //!
 //! - [`wire`]: the socket messages (length-prefixed frames, every field validated);
 //! - [`page`]: the control page layout, its seqlock and futex;
@@ -21,6 +26,7 @@
 //! assert_eq!(app.manager.read().target, 2);
 //! ```
 
+#![warn(missing_docs)]
 #![cfg_attr(loom, allow(dead_code))] // Under loom only the seqlock model is built.
 
 pub mod cpuset;

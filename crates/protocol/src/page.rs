@@ -378,6 +378,36 @@ mod tests {
         assert!(waited < Duration::from_secs(5), "the wake was lost");
     }
 
+    /// The offsets documented in the crate's README.md.
+    #[test]
+    fn layout_matches_the_readme() {
+        use std::mem::offset_of;
+        let m = offset_of!(ControlPage, manager);
+        let a = offset_of!(ControlPage, app);
+        let got = [
+            offset_of!(ControlPage, header) + offset_of!(Header, magic),
+            offset_of!(Header, layout_version),
+            offset_of!(Header, app_id),
+            offset_of!(Header, pool_size),
+            m,
+            m + offset_of!(ManagerSide, target),
+            m + offset_of!(ManagerSide, wake),
+            m + offset_of!(ManagerSide, quantum_end),
+            m + offset_of!(ManagerSide, partition_only),
+            m + offset_of!(ManagerSide, cpus),
+            a,
+            a + offset_of!(AppSide, active),
+            a + offset_of!(AppSide, tasks_run),
+            a + offset_of!(AppSide, idle_ns),
+            a + offset_of!(AppSide, bandwidth),
+            a + offset_of!(AppSide, heartbeat),
+        ];
+        assert_eq!(
+            got,
+            [0, 8, 12, 16, 64, 72, 76, 80, 88, 96, 256, 260, 264, 272, 280, 288]
+        );
+    }
+
     #[test]
     fn open_rejects_foreign_files() {
         let fd = sys::memfd_sealed_page(PAGE_SIZE).unwrap();

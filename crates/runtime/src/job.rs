@@ -50,7 +50,7 @@ impl JobRef {
 
     /// An identity for comparing "is this the job I pushed?".
     #[inline]
-    pub(crate) fn id(&self) -> impl Eq {
+    pub(crate) fn id(&self) -> impl Eq + use<> {
         (self.pointer, self.execute_fn as usize)
     }
 

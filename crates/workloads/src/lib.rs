@@ -1,6 +1,6 @@
 //! # partita-workloads
 //!
-//! The synthetic applications of the multiprogramming experiment (`shared/spec/experiments.md`,
+//! The synthetic applications of the multiprogramming experiment (`docs/design/experiments.md`,
 //! after Tucker 1993 ch. 7 and the NANOS paper's workloads):
 //!
 //! | app | shape | parallelism |
@@ -16,7 +16,7 @@
 //! [`App::Sleeper`] (measures its wake-up latency).
 //!
 //! Every application computes a checksum of its result that does not depend on how many
-//! workers took part; [`reference`] computes it with a plain sequential run, so a fast wrong
+//! workers took part; [`reference()`] computes it with a plain sequential run, so a fast wrong
 //! answer is caught.
 //!
 //! ```
@@ -26,6 +26,7 @@
 //! assert_eq!(Some(out.checksum), partita_workloads::reference(App::Water, &params).unwrap());
 //! ```
 
+#![warn(missing_docs)]
 use std::fmt;
 use std::path::Path;
 use std::process::Command;
@@ -239,7 +240,7 @@ impl Params {
 pub struct Outcome {
     /// The application.
     pub app: App,
-    /// Checksum of the result (compare with [`reference`]).
+    /// Checksum of the result (compare with [`reference()`]).
     pub checksum: u64,
     /// Time of the computation proper (without building the pool and the input).
     pub compute: Duration,

@@ -34,7 +34,24 @@ pub fn partition_counts(
     advance: bool,
 ) -> Vec<PartitionAlloc> {
     let n = specs.len();
-    let demand = |k: usize| demands.get(k).copied().unwrap_or(0);
+    let demands: Vec<u32> = (0..n)
+        .map(|k| demands.get(k).copied().unwrap_or(0))
+        .collect();
+    let ent = entitlements(cpus, specs, history, advance);
+    let (mut alloc, idle_never) = reserved(specs, &demands, &ent);
+    let used: u32 = alloc.iter().sum::<u32>() + idle_never;
+    lend(cpus.saturating_sub(used), specs, &demands, &mut alloc);
+    summarize(specs, &demands, &ent, &alloc)
+}
+
+/// Step 1: entitlements. Fixed counts first, then shares; leftover CPUs rotate by credit.
+fn entitlements(
+    cpus: u32,
+    specs: &[PartitionConfig],
+    history: &mut History,
+    advance: bool,
+) -> Vec<u32> {
+    let n = specs.len();
     let mut ent = vec![0u32; n];
     let mut remaining = cpus;
     for (k, p) in specs.iter().enumerate() {
@@ -45,75 +62,98 @@ pub fn partition_counts(
     }
     let share_parts: Vec<usize> = (0..n).filter(|&k| specs[k].cpus.is_none()).collect();
     let w: i64 = share_parts.iter().map(|&k| specs[k].share as i64).sum();
-    if w > 0 {
-        if history.partition_credit_w != w {
-            history.partition_credit.clear();
-            history.partition_credit_w = w;
-        }
-        let r = remaining as i64;
-        let mut rems = Vec::with_capacity(share_parts.len());
-        let mut given = 0i64;
-        for &k in &share_parts {
-            let exact = r * specs[k].share as i64;
-            ent[k] = (exact / w) as u32;
-            given += exact / w;
-            rems.push((k, exact % w));
-        }
-        let leftover = (r - given) as usize;
-        // Advancing: the largest accumulated remainder wins, and is charged at once. Inside a
-        // period: keep the period's choice as far as it is still valid (stability).
-        let credit = |k: usize| {
-            history
-                .partition_credit
-                .get(&specs[k].name)
-                .copied()
-                .unwrap_or(0)
-        };
-        let had = |k: usize| history.partition_extra.contains(&specs[k].name);
-        let mut order: Vec<(usize, i64)> = rems.clone();
-        order.sort_by(|a, b| {
-            let ka = (!advance && had(a.0), credit(a.0) + a.1);
-            let kb = (!advance && had(b.0), credit(b.0) + b.1);
-            kb.cmp(&ka).then(a.0.cmp(&b.0))
-        });
-        let chosen: Vec<usize> = order.iter().take(leftover).map(|x| x.0).collect();
-        for &k in &chosen {
-            ent[k] += 1;
-        }
-        if advance {
-            for (k, rem) in rems {
-                let c = history
-                    .partition_credit
-                    .entry(specs[k].name.clone())
-                    .or_insert(0);
-                *c += rem;
-                if chosen.contains(&k) {
-                    *c -= w;
-                }
-            }
-            history.partition_extra = chosen.iter().map(|&k| specs[k].name.clone()).collect();
-        }
+    if w == 0 {
+        return ent;
     }
+    if history.partition_credit_w != w {
+        history.partition_credit.clear();
+        history.partition_credit_w = w;
+    }
+    let r = remaining as i64;
+    let mut rems = Vec::with_capacity(share_parts.len());
+    let mut given = 0i64;
+    for &k in &share_parts {
+        let exact = r * specs[k].share as i64;
+        ent[k] = (exact / w) as u32;
+        given += exact / w;
+        rems.push((k, exact % w));
+    }
+    let leftover = (r - given) as usize;
+    let chosen = rotate_leftover(specs, &rems, leftover, history, advance);
+    for &k in &chosen {
+        ent[k] += 1;
+    }
+    if advance {
+        for (k, rem) in rems {
+            let c = history
+                .partition_credit
+                .entry(specs[k].name.clone())
+                .or_insert(0);
+            *c += rem;
+            if chosen.contains(&k) {
+                *c -= w;
+            }
+        }
+        history.partition_extra = chosen.iter().map(|&k| specs[k].name.clone()).collect();
+    }
+    ent
+}
 
-    let mut alloc = vec![0u32; n];
+/// Which partitions get the `leftover` CPUs. Advancing: the largest accumulated remainder
+/// wins (and is charged by the caller). Inside a period: keep the period's choice as far as
+/// it is still valid (stability).
+fn rotate_leftover(
+    specs: &[PartitionConfig],
+    rems: &[(usize, i64)],
+    leftover: usize,
+    history: &History,
+    advance: bool,
+) -> Vec<usize> {
+    let credit = |k: usize| {
+        history
+            .partition_credit
+            .get(&specs[k].name)
+            .copied()
+            .unwrap_or(0)
+    };
+    let had = |k: usize| history.partition_extra.contains(&specs[k].name);
+    let mut order: Vec<(usize, i64)> = rems.to_vec();
+    order.sort_by(|a, b| {
+        let ka = (!advance && had(a.0), credit(a.0) + a.1);
+        let kb = (!advance && had(b.0), credit(b.0) + b.1);
+        kb.cmp(&ka).then(a.0.cmp(&b.0))
+    });
+    order.iter().take(leftover).map(|x| x.0).collect()
+}
+
+/// Step 2: the part of its entitlement each partition uses itself (`always`: none reserved),
+/// and the CPUs `never` partitions keep idle.
+fn reserved(specs: &[PartitionConfig], demands: &[u32], ent: &[u32]) -> (Vec<u32>, u32) {
+    let mut alloc = vec![0u32; specs.len()];
     let mut idle_never = 0u32;
-    for k in 0..n {
-        match specs[k].sharing {
-            Sharing::LendIdle => alloc[k] = demand(k).min(ent[k]),
+    for (k, p) in specs.iter().enumerate() {
+        match p.sharing {
+            Sharing::LendIdle => alloc[k] = demands[k].min(ent[k]),
             Sharing::Never => {
-                alloc[k] = demand(k).min(ent[k]);
+                alloc[k] = demands[k].min(ent[k]);
                 idle_never += ent[k] - alloc[k];
             }
             Sharing::Always => {}
         }
     }
-    let used: u32 = alloc.iter().sum::<u32>() + idle_never;
-    let mut pool = cpus.saturating_sub(used);
+    (alloc, idle_never)
+}
+
+/// Step 3: the CPUs nobody reserved go one at a time to the partition with unmet demand whose
+/// allocation per share is lowest (weighted max-min); `never` partitions neither lend nor
+/// borrow.
+fn lend(mut pool: u32, specs: &[PartitionConfig], demands: &[u32], alloc: &mut [u32]) {
+    let n = specs.len();
     let weight = |k: usize| -> u64 { specs[k].cpus.unwrap_or(specs[k].share).max(1) as u64 };
     while pool > 0 {
         let mut best: Option<usize> = None;
         for k in 0..n {
-            if specs[k].sharing == Sharing::Never || alloc[k] >= demand(k) {
+            if specs[k].sharing == Sharing::Never || alloc[k] >= demands[k] {
                 continue;
             }
             best = match best {
@@ -138,11 +178,19 @@ pub fn partition_counts(
             None => break,
         }
     }
+}
 
-    let mut out: Vec<PartitionAlloc> = (0..n)
+/// The report: entitlement, demand, allocation, and who lent what was borrowed.
+fn summarize(
+    specs: &[PartitionConfig],
+    demands: &[u32],
+    ent: &[u32],
+    alloc: &[u32],
+) -> Vec<PartitionAlloc> {
+    let mut out: Vec<PartitionAlloc> = (0..specs.len())
         .map(|k| PartitionAlloc {
             entitlement: ent[k],
-            demand: demand(k),
+            demand: demands[k],
             allocation: alloc[k],
             lent: 0,
             borrowed: alloc[k].saturating_sub(ent[k]),

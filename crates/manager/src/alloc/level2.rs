@@ -207,15 +207,7 @@ pub fn dss(
         return out;
     }
     let p = a as usize;
-    let group: Vec<usize> = if active.len() > p {
-        if advance {
-            *offset = (*offset + p) % active.len();
-        }
-        let start = *offset % active.len();
-        (0..p).map(|j| active[(start + j) % active.len()]).collect()
-    } else {
-        active
-    };
+    let group = dss_group(active, p, offset, advance);
     let w: i64 = group.iter().map(|&i| members[i].1 as i64).sum();
     if w <= p as i64 {
         for &i in &group {
@@ -232,10 +224,37 @@ pub fn dss(
         }
         *w_hist = w;
     }
-    let pp = p as i64;
+    dss_proportional(p as i64, w, members, &group, hist, advance, &mut out);
+    dss_at_least_one(p as i64, w, members, &group, &mut out);
+    out
+}
+
+/// The members DSS serves this quantum: all active ones while they fit, else a window of `p`
+/// that moves by `p` each quantum.
+fn dss_group(active: Vec<usize>, p: usize, offset: &mut usize, advance: bool) -> Vec<usize> {
+    if active.len() <= p {
+        return active;
+    }
+    if advance {
+        *offset = (*offset + p) % active.len();
+    }
+    let start = *offset % active.len();
+    (0..p).map(|j| active[(start + j) % active.len()]).collect()
+}
+
+/// `x_i = ⌊P·p_i/W⌋` plus one for the members with the largest accumulated remainder.
+fn dss_proportional(
+    pp: i64,
+    w: i64,
+    members: &[(MemberId, u32)],
+    group: &[usize],
+    hist: &mut Hist,
+    advance: bool,
+    out: &mut [(MemberId, u32)],
+) {
     let mut rem = Vec::with_capacity(group.len());
     let mut given = 0i64;
-    for &i in &group {
+    for &i in group {
         let exact = pp * members[i].1 as i64;
         out[i].1 = (exact / w) as u32;
         given += exact / w;
@@ -254,8 +273,7 @@ pub fn dss(
         .collect();
     // Largest (had, carry) first; ties by member order.
     order.sort_unstable_by(|x, y| (y.0, y.1).cmp(&(x.0, x.1)).then(x.2.cmp(&y.2)));
-    let order: Vec<(usize, i64)> = order.into_iter().map(|x| (x.3, x.1)).collect();
-    let chosen: Vec<usize> = order.iter().take(need).map(|x| x.0).collect();
+    let chosen: Vec<usize> = order.iter().take(need).map(|x| x.3).collect();
     for &i in &chosen {
         out[i].1 += 1;
     }
@@ -267,9 +285,17 @@ pub fn dss(
             h.dss_extra = extra;
         }
     }
-    // At least one each (n ≤ P here): take from the most over-served member that has ≥ 2.
-    for gi in 0..group.len() {
-        let i = group[gi];
+}
+
+/// At least one each (`n ≤ P` here): take from the most over-served member that has ≥ 2.
+fn dss_at_least_one(
+    pp: i64,
+    w: i64,
+    members: &[(MemberId, u32)],
+    group: &[usize],
+    out: &mut [(MemberId, u32)],
+) {
+    for &i in group {
         if out[i].1 == 0 {
             let donor = group
                 .iter()
@@ -286,7 +312,6 @@ pub fn dss(
             }
         }
     }
-    out
 }
 
 /// First come, first served with exact requests: members in order get their full cap while it

@@ -334,6 +334,54 @@ pub struct History {
 /// assert_eq!(out.count(MemberId::Uncontrolled(0)) + out.count(MemberId::App(1)), 2);
 /// ```
 pub fn allocate(input: &AllocInput, history: &mut History) -> AllocOutput {
+    let clock = advance_clocks(input, history);
+    let members = members_by_partition(input);
+    refresh_history(&members, history);
+
+    // Level 1.
+    let demands: Vec<u32> = members
+        .iter()
+        .map(|ms| ms.iter().map(|m| m.1).sum())
+        .collect();
+    let l1 = level1::partition_counts(
+        input.cpus.len() as u32,
+        &input.partitions,
+        &demands,
+        history,
+        clock.advance_rotation,
+    );
+
+    // Level 2.
+    let counts = level2_counts(input, &members, &l1, history, &clock);
+
+    // Which CPUs.
+    let placed = placement::place_with_holders(
+        &input.cpus,
+        &input.domains,
+        &counts,
+        &history.members,
+        &history.holders,
+    );
+    let mut out = AllocOutput {
+        partitions: l1,
+        members: BTreeMap::new(),
+        moves: placed.moves,
+    };
+    record_placement(placed.sets, &counts, history, &mut out);
+    out
+}
+
+/// Which of the periodic steps (rotation, DSS quantum, usage decay) this allocation takes.
+struct Clock {
+    first: bool,
+    advance_rotation: bool,
+    advance_dss: bool,
+    decay_steps: u64,
+    elapsed_s: f64,
+}
+
+/// Advance the history's clocks to `input.now_ms` and say which periodic steps are due.
+fn advance_clocks(input: &AllocInput, history: &mut History) -> Clock {
     let now = input.now_ms;
     let first = history.last_ms.is_none();
     if first {
@@ -363,8 +411,18 @@ pub fn allocate(input: &AllocInput, history: &mut History) -> AllocOutput {
         .map_or(0.0, |t| now.saturating_sub(t) as f64 / 1000.0);
     history.last_ms = Some(now);
     history.rounds += 1;
+    Clock {
+        first,
+        advance_rotation,
+        advance_dss,
+        decay_steps,
+        elapsed_s,
+    }
+}
 
-    // Members per partition, in member order.
+/// Members per partition with their caps, in member order (uncontrolled first, then
+/// applications by id).
+fn members_by_partition(input: &AllocInput) -> Vec<Vec<(MemberId, u32)>> {
     let np = input.partitions.len();
     let mut members: Vec<Vec<(MemberId, u32)>> = vec![Vec::new(); np];
     for (k, &d) in input.uncontrolled.iter().enumerate().take(np) {
@@ -377,11 +435,14 @@ pub fn allocate(input: &AllocInput, history: &mut History) -> AllocOutput {
     for a in apps {
         members[a.partition].push((MemberId::App(a.id), a.cap()));
     }
+    members
+}
 
-    // Forget members that left; seed new ones (a new member starts at the lowest cumulative
-    // count of its partition, so rotation neither favours nor starves it).
+/// Forget members that left; seed new ones (a new member starts at the lowest cumulative
+/// count of its partition, so rotation neither favours nor starves it).
+fn refresh_history(members: &[Vec<(MemberId, u32)>], history: &mut History) {
     let round = history.rounds;
-    for ms in &members {
+    for ms in members {
         let mut min_cum: Option<u64> = None;
         let mut fresh = false;
         for (m, _) in ms {
@@ -404,69 +465,61 @@ pub fn allocate(input: &AllocInput, history: &mut History) -> AllocOutput {
         }
     }
     history.members.retain(|_, h| h.seen == round);
+}
 
-    // Level 1.
-    let demands: Vec<u32> = members
-        .iter()
-        .map(|ms| ms.iter().map(|m| m.1).sum())
-        .collect();
-    let l1 = level1::partition_counts(
-        input.cpus.len() as u32,
-        &input.partitions,
-        &demands,
-        history,
-        advance_rotation,
-    );
-
-    // Level 2.
+/// Level 2: each partition's CPUs to its members with the partition's policy. Only members
+/// that get CPUs are returned (with 10^4 applications on 1024 CPUs most get none).
+fn level2_counts(
+    input: &AllocInput,
+    members: &[Vec<(MemberId, u32)>],
+    l1: &[PartitionAlloc],
+    history: &mut History,
+    clock: &Clock,
+) -> BTreeMap<MemberId, u32> {
     let mut counts: BTreeMap<MemberId, u32> = BTreeMap::new();
     for (k, ms) in members.iter().enumerate() {
         let a = l1[k].allocation;
         let got = match input.partitions[k].policy {
             PolicyKind::Equipartition => {
-                level2::equipartition(a, ms, &mut history.members, advance_rotation)
+                level2::equipartition(a, ms, &mut history.members, clock.advance_rotation)
             }
             PolicyKind::UsageDecay => level2::usage_decay(
                 a,
                 ms,
                 &mut history.members,
                 &input.usage_decay,
-                elapsed_s,
-                decay_steps,
-                first || decay_steps > 0,
+                clock.elapsed_s,
+                clock.decay_steps,
+                clock.first || clock.decay_steps > 0,
                 history.last_decay_ms,
             ),
             PolicyKind::Dss => {
                 let w = history.dss_w.entry(k).or_insert(0);
                 let off = history.dss_offset.entry(k).or_insert(0);
-                level2::dss(a, ms, &mut history.members, w, off, advance_dss)
+                level2::dss(a, ms, &mut history.members, w, off, clock.advance_dss)
             }
             PolicyKind::Batch => level2::batch(a, ms),
         };
-        // Only members that get CPUs go on: with 10^4 applications on 1024 CPUs most get none.
         counts.extend(got.into_iter().filter(|x| x.1 > 0));
     }
+    counts
+}
 
-    // Which CPUs.
-    let placed = placement::place_with_holders(
-        &input.cpus,
-        &input.domains,
-        &counts,
-        &history.members,
-        &history.holders,
-    );
-    let mut out = AllocOutput {
-        partitions: l1,
-        members: BTreeMap::new(),
-        moves: placed.moves,
-    };
+/// Remember who holds which CPUs now (the next placement keeps them where it can) and fill
+/// the output's member table.
+fn record_placement(
+    sets: impl IntoIterator<Item = (MemberId, CpuSet)>,
+    counts: &BTreeMap<MemberId, u32>,
+    history: &mut History,
+    out: &mut AllocOutput,
+) {
     for m in std::mem::take(&mut history.holders) {
         if let Some(h) = history.members.get_mut(&m) {
             h.last_count = 0;
             h.last_cpus = CpuSet::new();
         }
     }
-    for (m, set) in placed.sets {
+    for (m, set) in sets {
         let n = counts.get(&m).copied().unwrap_or(0);
         history.holders.push(m);
         if let Some(h) = history.members.get_mut(&m) {
@@ -478,7 +531,6 @@ pub fn allocate(input: &AllocInput, history: &mut History) -> AllocOutput {
         }
         out.members.insert(m, (n, set));
     }
-    out
 }
 
 #[cfg(test)]

@@ -71,23 +71,7 @@ pub fn place_with_holders(
     prev: &MemberMap,
     holders: &[MemberId],
 ) -> Placement {
-    let max_cpu = cpus.iter().copied().max().map_or(0, |c| c + 1);
-    let mut domain_of = vec![0u32; max_cpu];
-    let mut available = vec![false; max_cpu];
-    for (i, &c) in cpus.iter().enumerate() {
-        available[c] = true;
-        domain_of[c] = domains.get(i).copied().unwrap_or(0);
-    }
-    // Previous owner of each CPU.
-    let mut old_owner: Vec<Option<MemberId>> = vec![None; max_cpu];
-    for (m, h) in holders.iter().filter_map(|m| prev.get(m).map(|h| (m, h))) {
-        for c in h.last_cpus.iter() {
-            if c < max_cpu {
-                old_owner[c] = Some(*m);
-            }
-        }
-    }
-    let mut owner: Vec<Option<MemberId>> = vec![None; max_cpu];
+    let mut board = Board::new(cpus, domains, prev, holders);
     let mut sets: BTreeMap<MemberId, CpuSet> = BTreeMap::new();
     let mut need: BTreeMap<MemberId, u32> = BTreeMap::new();
 
@@ -96,102 +80,176 @@ pub fn place_with_holders(
         if n == 0 {
             continue;
         }
-        let mut set = CpuSet::new();
-        if let Some(h) = prev.get(&m) {
-            let mut mine: Vec<usize> = h
-                .last_cpus
-                .iter()
-                .filter(|&c| c < max_cpu && available[c] && owner[c].is_none())
-                .collect();
-            if mine.len() > n as usize {
-                let mut per_domain: BTreeMap<u32, usize> = BTreeMap::new();
-                for &c in &mine {
-                    *per_domain.entry(domain_of[c]).or_default() += 1;
-                }
-                mine.sort_by_key(|&c| (std::cmp::Reverse(per_domain[&domain_of[c]]), c));
-                mine.truncate(n as usize);
-            }
-            for c in mine {
-                owner[c] = Some(m);
-                set.insert(c);
-            }
-        }
+        let set = board.keep(m, n, prev);
         need.insert(m, n - set.len() as u32);
         sets.insert(m, set);
     }
 
     // 2a. CPUs used before.
     for (&m, left) in need.iter_mut() {
-        if *left == 0 {
-            continue;
+        if let (Some(h), Some(set)) = (prev.get(&m), sets.get_mut(&m)) {
+            board.reclaim(m, &h.used_before, left, set);
         }
-        if let Some(h) = prev.get(&m) {
-            for c in h.used_before.iter() {
-                if *left == 0 {
-                    break;
+    }
+
+    // 2b. The rest, by preference class.
+    board.fill(cpus, &mut need, &mut sets);
+
+    Placement {
+        sets,
+        moves: board.moves(),
+    }
+}
+
+/// Who owns which CPU, before and during one placement.
+struct Board {
+    domain_of: Vec<u32>,
+    available: Vec<bool>,
+    /// Owner of each CPU in the previous allocation.
+    old_owner: Vec<Option<MemberId>>,
+    /// Owner of each CPU so far in this placement.
+    owner: Vec<Option<MemberId>>,
+}
+
+impl Board {
+    fn new(cpus: &[usize], domains: &[u32], prev: &MemberMap, holders: &[MemberId]) -> Board {
+        let max_cpu = cpus.iter().copied().max().map_or(0, |c| c + 1);
+        let mut domain_of = vec![0u32; max_cpu];
+        let mut available = vec![false; max_cpu];
+        for (i, &c) in cpus.iter().enumerate() {
+            available[c] = true;
+            domain_of[c] = domains.get(i).copied().unwrap_or(0);
+        }
+        let mut old_owner: Vec<Option<MemberId>> = vec![None; max_cpu];
+        for (m, h) in holders.iter().filter_map(|m| prev.get(m).map(|h| (m, h))) {
+            for c in h.last_cpus.iter() {
+                if c < max_cpu {
+                    old_owner[c] = Some(*m);
                 }
-                if c < max_cpu && available[c] && owner[c].is_none() {
-                    owner[c] = Some(m);
-                    sets.get_mut(&m).map(|s| s.insert(c));
-                    *left -= 1;
-                }
+            }
+        }
+        Board {
+            domain_of,
+            available,
+            old_owner,
+            owner: vec![None; max_cpu],
+        }
+    }
+
+    /// Whether `c` exists here and nobody took it yet in this placement.
+    fn free(&self, c: usize) -> bool {
+        c < self.owner.len() && self.available[c] && self.owner[c].is_none()
+    }
+
+    /// Step 1: `m` keeps up to `n` of its previous CPUs (when shrinking, those in its
+    /// best-populated domain, then the lowest numbers).
+    fn keep(&mut self, m: MemberId, n: u32, prev: &MemberMap) -> CpuSet {
+        let mut set = CpuSet::new();
+        let Some(h) = prev.get(&m) else {
+            return set;
+        };
+        let mut mine: Vec<usize> = h.last_cpus.iter().filter(|&c| self.free(c)).collect();
+        if mine.len() > n as usize {
+            let mut per_domain: BTreeMap<u32, usize> = BTreeMap::new();
+            for &c in &mine {
+                *per_domain.entry(self.domain_of[c]).or_default() += 1;
+            }
+            mine.sort_by_key(|&c| (std::cmp::Reverse(per_domain[&self.domain_of[c]]), c));
+            mine.truncate(n as usize);
+        }
+        for c in mine {
+            self.owner[c] = Some(m);
+            set.insert(c);
+        }
+        set
+    }
+
+    /// Step 2a: `m` takes free CPUs it used before, up to `left`.
+    fn reclaim(&mut self, m: MemberId, used_before: &CpuSet, left: &mut u32, set: &mut CpuSet) {
+        for c in used_before.iter() {
+            if *left == 0 {
+                break;
+            }
+            if self.free(c) {
+                self.owner[c] = Some(m);
+                set.insert(c);
+                *left -= 1;
             }
         }
     }
 
-    // 2b. The rest, by preference class. Free lists per (idle, domain), lowest CPU last so
-    // `pop` yields the lowest number.
-    let mut free: BTreeMap<(bool, u32), Vec<usize>> = BTreeMap::new();
-    for &c in cpus.iter().rev() {
-        if owner[c].is_none() {
-            free.entry((old_owner[c].is_none(), domain_of[c]))
-                .or_default()
-                .push(c);
+    /// Step 2b: the rest, by preference class: idle CPUs in the member's home domain, other
+    /// idle CPUs, CPUs in its domain, any CPU.
+    fn fill(
+        &mut self,
+        cpus: &[usize],
+        need: &mut BTreeMap<MemberId, u32>,
+        sets: &mut BTreeMap<MemberId, CpuSet>,
+    ) {
+        // Free lists per (idle, domain), lowest CPU last so `pop` yields the lowest number.
+        let mut free: BTreeMap<(bool, u32), Vec<usize>> = BTreeMap::new();
+        for &c in cpus.iter().rev() {
+            if self.owner[c].is_none() {
+                free.entry((self.old_owner[c].is_none(), self.domain_of[c]))
+                    .or_default()
+                    .push(c);
+            }
         }
-    }
-    let mut take = |idle: Option<bool>, dom: Option<u32>, owner: &mut Vec<Option<MemberId>>| {
-        for ((i, d), list) in free.iter_mut() {
-            if idle.is_some_and(|x| x != *i) || dom.is_some_and(|x| x != *d) {
+        let owner = &mut self.owner;
+        let mut take = |idle: Option<bool>, dom: Option<u32>, owner: &mut Vec<Option<MemberId>>| {
+            for ((i, d), list) in free.iter_mut() {
+                if idle.is_some_and(|x| x != *i) || dom.is_some_and(|x| x != *d) {
+                    continue;
+                }
+                while let Some(c) = list.pop() {
+                    if owner[c].is_none() {
+                        return Some(c);
+                    }
+                }
+            }
+            None
+        };
+        for (&m, left) in need.iter_mut() {
+            let Some(set) = sets.get_mut(&m) else {
                 continue;
+            };
+            while *left > 0 {
+                let pick = match home_domain(set, &self.domain_of) {
+                    Some(d) => take(Some(true), Some(d), owner)
+                        .or_else(|| take(Some(true), None, owner))
+                        .or_else(|| take(None, Some(d), owner))
+                        .or_else(|| take(None, None, owner)),
+                    None => take(Some(true), None, owner).or_else(|| take(None, None, owner)),
+                };
+                let Some(c) = pick else {
+                    break; // More counted than CPUs exist: cannot happen with a valid allocation.
+                };
+                owner[c] = Some(m);
+                set.insert(c);
+                *left -= 1;
             }
-            while let Some(c) = list.pop() {
-                if owner[c].is_none() {
-                    return Some(c);
-                }
-            }
-        }
-        None
-    };
-    for (&m, left) in need.iter_mut() {
-        while *left > 0 {
-            let home = {
-                let s = &sets[&m];
-                let mut per: BTreeMap<u32, usize> = BTreeMap::new();
-                for c in s.iter() {
-                    *per.entry(domain_of[c]).or_default() += 1;
-                }
-                per.into_iter()
-                    .max_by_key(|&(d, n)| (n, std::cmp::Reverse(d)))
-                    .map(|x| x.0)
-            };
-            let pick = match home {
-                Some(d) => take(Some(true), Some(d), &mut owner)
-                    .or_else(|| take(Some(true), None, &mut owner))
-                    .or_else(|| take(None, Some(d), &mut owner))
-                    .or_else(|| take(None, None, &mut owner)),
-                None => take(Some(true), None, &mut owner).or_else(|| take(None, None, &mut owner)),
-            };
-            let Some(c) = pick else {
-                break; // More counted than CPUs exist: cannot happen with a valid allocation.
-            };
-            owner[c] = Some(m);
-            sets.get_mut(&m).map(|s| s.insert(c));
-            *left -= 1;
         }
     }
 
-    let moves = (0..max_cpu)
-        .filter(|&c| owner[c].is_some() && old_owner[c].is_some() && owner[c] != old_owner[c])
-        .count() as u32;
-    Placement { sets, moves }
+    /// CPUs now owned by a member other than their previous owner.
+    fn moves(&self) -> u32 {
+        (0..self.owner.len())
+            .filter(|&c| {
+                self.owner[c].is_some()
+                    && self.old_owner[c].is_some()
+                    && self.owner[c] != self.old_owner[c]
+            })
+            .count() as u32
+    }
+}
+
+/// The domain holding most of `set` (ties: the lowest domain id), `None` for an empty set.
+fn home_domain(set: &CpuSet, domain_of: &[u32]) -> Option<u32> {
+    let mut per: BTreeMap<u32, usize> = BTreeMap::new();
+    for c in set.iter() {
+        *per.entry(domain_of[c]).or_default() += 1;
+    }
+    per.into_iter()
+        .max_by_key(|&(d, n)| (n, std::cmp::Reverse(d)))
+        .map(|x| x.0)
 }
