@@ -23,10 +23,12 @@
 
 pub mod alloc;
 pub mod config;
+pub mod counters;
 mod daemon;
 pub mod demo;
 pub mod enforce;
 pub mod probe;
+mod quantum;
 mod registry;
 pub mod status;
 pub mod sys;
