@@ -22,6 +22,7 @@
 //! ```
 
 pub mod alloc;
+pub mod calibrate;
 pub mod config;
 pub mod counters;
 mod daemon;
