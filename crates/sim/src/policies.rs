@@ -34,7 +34,7 @@ pub fn over_time(policy: PolicyKind, period_ms: u64) -> (Vec<f64>, Vec<Vec<u32>>
     let mut times = Vec::new();
     let mut per_app = vec![Vec::new(); SCENARIO.len()];
     let mut now_ms = 0;
-    while now_ms <= 30_000 {
+    while now_ms < 30_000 {
         let t = now_ms as f64 / 1000.0;
         let mut input = AllocInput::new(cpus.clone(), vec![p.clone()]);
         input.now_ms = now_ms;
