@@ -7,7 +7,8 @@
 //!   (Latest Quantum and Quanta Window against plain time-sharing on the three workload sets),
 //!   the bandwidth policy being partita-manager's own per-quantum schedule;
 //! - [`policies`]: the allocation policies (equipartition, usage-decay, DSS, batch) over time
-//!   on a scripted scenario, through partita-manager's pure allocator.
+//!   on a scripted scenario, through partita-manager's pure allocator;
+//! - `numa`: partita-numa's migrate/replicate simulator (its Table 10 and Fig. 23 shapes).
 //!
 //! Each prints tables and writes SVG charts. The CLI wires [`SimulateArgs`] and [`run`].
 
@@ -32,7 +33,9 @@ pub enum Model {
     Bandwidth,
     /// The allocation policies over time.
     Policies,
-    /// Both.
+    /// partita-numa's trace-driven migrate/replicate simulator (4 nodes, short traces).
+    Numa,
+    /// Bandwidth and policies.
     All,
 }
 
@@ -295,6 +298,19 @@ pub fn run(args: &SimulateArgs) -> Result<SimReport, SimError> {
     }
     if matches!(args.model, Model::Policies | Model::All) {
         policies(args, &mut r)?;
+    }
+    if args.model == Model::Numa {
+        use partita_numa::sim::{
+            format_decisions, format_table, run_table, SimConfig, TraceConfig,
+        };
+        let rows = run_table(&TraceConfig::small(), &SimConfig::default());
+        let _ = writeln!(
+            r.text,
+            "NUMA migrate/replicate (4 nodes, short traces): per workload and policy"
+        );
+        r.text += &format_table(&rows);
+        let _ = writeln!(r.text, "\nOutcome of hot-page decisions under Mig/Rep");
+        r.text += &format_decisions(&rows);
     }
     print!("{}", r.text);
     Ok(r)

@@ -59,3 +59,17 @@ fn bad_arguments_are_errors() {
         .to_string()
         .contains("seeds"));
 }
+
+#[test]
+fn numa_model_runs_through_simulate() {
+    let args = partita_sim::SimulateArgs {
+        model: partita_sim::Model::Numa,
+        ..Default::default()
+    };
+    let r = partita_sim::run(&args).unwrap();
+    assert!(
+        r.text.contains("Mig/Rep") || r.text.contains("mig"),
+        "{}",
+        r.text
+    );
+}
