@@ -7,6 +7,9 @@
 //!
 //! - [`alloc`]: the allocator, pure functions over plain data (levels 1 and 2, placement);
 //! - [`config`]: TOML configuration with the papers' defaults;
+//! - [`counters`]: memory-traffic counter sources of the bandwidth policy (perf-event,
+//!   resctrl, self-report, none), tried in order;
+//! - [`calibrate`]: `partita calibrate`, the triad whose GB/s is the bandwidth capacity;
 //! - [`enforce`]: affinity and cpuset cgroups;
 //! - [`status`]: what `partita status` shows;
 //! - [`spawn_in_process`] / [`serve`]: the daemon, on its own thread or in the foreground.
