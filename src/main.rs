@@ -25,6 +25,12 @@ enum Command {
     Status(cli::status::StatusArgs),
     /// Start an uncontrolled program confined to a partition.
     Run(cli::run::RunArgs),
+    /// Measure sustained memory bandwidth (a STREAM-like triad) and store it as the bandwidth
+    /// policy's capacity.
+    Calibrate(cli::calibrate::CalibrateArgs),
+    /// Run the models: bandwidth-aware co-scheduling (Antonopoulos), allocation policies over
+    /// time, NUMA page migration.
+    Simulate(partita_sim::SimulateArgs),
     /// Run a multiprogrammed workload with and without process control, and report.
     Demo(partita_demo::DemoArgs),
     /// Run one workload application of the demo on its own (used by `demo` to start real
@@ -42,6 +48,8 @@ fn main() -> ExitCode {
         Command::Serve(args) => cli::serve::serve(args),
         Command::Status(args) => cli::status::status(args),
         Command::Run(args) => cli::run::run(args),
+        Command::Calibrate(args) => cli::calibrate::run(args).map_err(Into::into),
+        Command::Simulate(args) => partita_sim::run(args).map(|_| ()).map_err(Into::into),
         Command::Demo(args) => partita_demo::run(args),
         Command::Workload(args) => partita_demo::workload::run_workload(args),
         Command::Probe(args) => partita_demo::probe::run(args),

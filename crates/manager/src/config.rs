@@ -18,11 +18,18 @@
 //! [dss]                        # NANOS
 //! quantum_ms = 100
 //!
+//! [bandwidth]                 # Antonopoulos et al., for partitions with policy = "bandwidth"
+//! variant = "latest-quantum"  # or "quanta-window"
+//! quantum_ms = 200
+//! window = 5                  # quanta averaged by quanta-window
+//! # capacity_gbps = 12.5      # overrides the state file written by `partita calibrate`
+//! # sources = ["perf-event", "resctrl", "self-report"]   # counter sources, tried in order
+//!
 //! [[partition]]
 //! name = "batch"
 //! share = 1                   # or: cpus = 2 (fixed count)
 //! sharing = "lend-idle"       # "never" | "always"
-//! policy = "equipartition"    # "usage-decay" | "dss" | "batch"
+//! policy = "equipartition"    # "usage-decay" | "dss" | "batch" | "bandwidth"
 //! members = { names = ["solver"], uids = [1000], hint = true }
 //! ```
 //!
@@ -97,6 +104,9 @@ pub enum PolicyKind {
     Dss,
     /// First come, first served, exact requests.
     Batch,
+    /// Antonopoulos et al.'s bandwidth-aware co-scheduling, one quantum at a time (see
+    /// [`BandwidthConfig`]).
+    Bandwidth,
 }
 
 impl fmt::Display for PolicyKind {
@@ -106,6 +116,7 @@ impl fmt::Display for PolicyKind {
             PolicyKind::UsageDecay => "usage-decay",
             PolicyKind::Dss => "dss",
             PolicyKind::Batch => "batch",
+            PolicyKind::Bandwidth => "bandwidth",
         })
     }
 }
@@ -238,6 +249,60 @@ impl Default for DssConfig {
     }
 }
 
+/// Which rate estimate the bandwidth policy uses.
+///
+/// ```
+/// assert_eq!(partita_manager::config::BandwidthVariant::default(), partita_manager::config::BandwidthVariant::LatestQuantum);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum BandwidthVariant {
+    /// The rate measured in the application's last quantum.
+    #[default]
+    LatestQuantum,
+    /// The mean of its last `window` quanta (smooths bursty applications).
+    QuantaWindow,
+}
+
+/// Parameters of the bandwidth policy (Antonopoulos et al.; the paper's values as defaults).
+///
+/// ```
+/// let b = partita_manager::config::BandwidthConfig::default();
+/// assert_eq!((b.quantum_ms, b.window), (200, 5));
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BandwidthConfig {
+    /// Latest Quantum or Quanta Window.
+    pub variant: BandwidthVariant,
+    /// Length of a quantum.
+    pub quantum_ms: u64,
+    /// Samples averaged by Quanta Window.
+    pub window: usize,
+    /// Sustained memory bandwidth in GB/s; `None`: the state file of `partita calibrate`.
+    pub capacity_gbps: Option<f64>,
+    /// Where `partita calibrate` stored the capacity; `None`: the default state file.
+    pub state_file: Option<std::path::PathBuf>,
+    /// Counter sources tried in order (`perf-event`, `resctrl`, `self-report`); when every one
+    /// is skipped the source is `none` and the policy degrades to equipartition.
+    pub sources: Vec<String>,
+}
+
+impl Default for BandwidthConfig {
+    fn default() -> Self {
+        BandwidthConfig {
+            variant: BandwidthVariant::LatestQuantum,
+            quantum_ms: 200,
+            window: 5,
+            capacity_gbps: None,
+            state_file: None,
+            sources: ["perf-event", "resctrl", "self-report"]
+                .map(String::from)
+                .to_vec(),
+        }
+    }
+}
+
 /// The manager's configuration.
 ///
 /// ```
@@ -270,6 +335,8 @@ pub struct Config {
     pub usage_decay: UsageDecayConfig,
     /// DSS parameters.
     pub dss: DssConfig,
+    /// Bandwidth-policy parameters.
+    pub bandwidth: BandwidthConfig,
     /// Partitions besides `default`.
     #[serde(rename = "partition")]
     pub partitions: Vec<PartitionConfig>,
@@ -288,6 +355,7 @@ impl Default for Config {
             cpus: String::new(),
             usage_decay: UsageDecayConfig::default(),
             dss: DssConfig::default(),
+            bandwidth: BandwidthConfig::default(),
             partitions: Vec::new(),
         }
     }
@@ -388,6 +456,31 @@ impl Config {
         if self.dss.quantum_ms == 0 {
             return Err(bad("dss.quantum_ms", 0, "must be positive"));
         }
+        let b = &self.bandwidth;
+        if b.quantum_ms == 0 {
+            return Err(bad("bandwidth.quantum_ms", 0, "must be positive"));
+        }
+        if b.window == 0 {
+            return Err(bad("bandwidth.window", 0, "must be at least 1"));
+        }
+        if let Some(c) = b.capacity_gbps {
+            if !(c.is_finite() && c > 0.0) {
+                return Err(bad(
+                    "bandwidth.capacity_gbps",
+                    c,
+                    "must be a positive number",
+                ));
+            }
+        }
+        for (i, name) in b.sources.iter().enumerate() {
+            if !crate::counters::SOURCE_NAMES.contains(&name.as_str()) {
+                return Err(bad(
+                    &format!("bandwidth.sources[{i}]"),
+                    format!("{name:?}"),
+                    "not a counter source (perf-event, resctrl, self-report)",
+                ));
+            }
+        }
         if !self.cpus.is_empty() && self.cpus.parse::<partita_protocol::CpuSet>().is_err() {
             return Err(bad("cpus", format!("{:?}", self.cpus), "not a CPU list"));
         }
@@ -471,11 +564,31 @@ mod tests {
             ),
             ("[[partition]]\nname = \"a\"\ncolour = 1", "colour"),
             ("cpus = \"3-1\"", "cpus"),
+            ("[bandwidth]\nquantum_ms = 0", "bandwidth.quantum_ms"),
+            ("[bandwidth]\nwindow = 0", "bandwidth.window"),
+            ("[bandwidth]\nvariant = \"newest\"", "newest"),
+            (
+                "[bandwidth]\ncapacity_gbps = -1.0",
+                "bandwidth.capacity_gbps",
+            ),
+            ("[bandwidth]\nsources = [\"pmu\"]", "bandwidth.sources[0]"),
+            ("[bandwidth]\nquantum = 5", "quantum"),
         ];
         for (text, key) in cases {
             let e = Config::from_toml_str(text).unwrap_err().to_string();
             assert!(e.contains(key), "{text:?} -> {e}");
         }
+    }
+
+    #[test]
+    fn bandwidth_partition_parses() {
+        let c = Config::from_toml_str(
+            "[bandwidth]\nvariant = \"quanta-window\"\nwindow = 3\n[[partition]]\nname = \"mem\"\npolicy = \"bandwidth\"",
+        )
+        .unwrap();
+        assert_eq!(c.bandwidth.variant, BandwidthVariant::QuantaWindow);
+        assert_eq!((c.bandwidth.window, c.bandwidth.quantum_ms), (3, 200));
+        assert_eq!(c.partition_list()[1].policy, PolicyKind::Bandwidth);
     }
 
     #[test]

@@ -135,6 +135,18 @@ pub(crate) async fn run(
     let (hello_timeout, sample, tick) = (periods.hello_timeout, periods.sample, periods.tick);
     tracing::info!(socket = %socket.display(), cpus = %shared.lock().managed(), "partita manager listening");
     let mut tasks = tokio::task::JoinSet::new();
+    // The bandwidth policy's quantum tick, when a partition uses it.
+    if let Some(ms) = shared.lock().bandwidth_period_ms() {
+        let shared = shared.clone();
+        tasks.spawn(async move {
+            let mut iv = tokio::time::interval(Duration::from_millis(ms));
+            iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                iv.tick().await;
+                shared.lock().bandwidth_quantum();
+            }
+        });
+    }
     {
         let shared = shared.clone();
         tasks.spawn(async move { sampler(shared, sample).await });

@@ -8,6 +8,8 @@
 //!
 //! - [`alloc`]: the allocator, pure functions over plain data (levels 1 and 2, placement);
 //! - [`config`]: TOML configuration with the papers' defaults;
+//! - [`counters`]: memory-traffic counter sources of the bandwidth policy (perf-event,
+//!   resctrl, self-report, none), tried in order;
 //! - [`enforce`]: affinity and cpuset cgroups;
 //! - [`status`]: what `partita status` shows;
 //! - [`spawn_in_process`] / [`serve`]: the daemon, on its own thread or in the foreground.
@@ -25,8 +27,10 @@
 #![warn(missing_docs)]
 pub mod alloc;
 pub mod config;
+pub mod counters;
 mod daemon;
 pub mod enforce;
+mod quantum;
 mod registry;
 pub mod status;
 pub mod sys;

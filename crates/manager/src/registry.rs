@@ -107,6 +107,8 @@ pub(crate) struct Registry {
     /// Whether the manager may set affinities of other users' processes.
     privileged: bool,
     euid: u32,
+    /// Bandwidth policy: counters, per-quantum selection, parked applications.
+    bandwidth: crate::quantum::Bandwidth,
 }
 
 impl Registry {
@@ -115,6 +117,7 @@ impl Registry {
         let cpus = managed.to_vec();
         let domains = cpus.iter().map(|&c| cache_domain(c)).collect();
         let enforcer = Enforcer::new(config.cgroups, managed);
+        let bandwidth = crate::quantum::Bandwidth::new(&config, &partitions);
         let n = partitions.len();
         let euid = sys::euid();
         Registry {
@@ -135,6 +138,7 @@ impl Registry {
             start: Instant::now(),
             privileged: euid == 0,
             euid,
+            bandwidth,
         }
     }
 
@@ -351,6 +355,8 @@ impl Registry {
             .collect();
         for app in self.apps.values() {
             let demand = app.page.app.demand.load(Ordering::Relaxed);
+            // A parked application (bandwidth policy's zero quantum) asks for nothing.
+            let demand = self.bandwidth.demand(app.id, demand);
             input.apps.push(AppDemand {
                 id: app.id,
                 partition: app.partition,
@@ -431,6 +437,44 @@ impl Registry {
         }
     }
 
+    /// The bandwidth policy's quantum, when a partition uses it.
+    pub(crate) fn bandwidth_period_ms(&self) -> Option<u64> {
+        self.bandwidth.period_ms()
+    }
+
+    /// One quantum of the bandwidth policy: read counters, select, write every page's
+    /// `quantum_end` (before the zero targets are published), reallocate when the parked set
+    /// changed.
+    pub fn bandwidth_quantum(&mut self) {
+        let apps: Vec<crate::quantum::TickApp> = self
+            .apps
+            .values()
+            .map(|a| crate::quantum::TickApp {
+                id: a.id,
+                pid: a.pid,
+                partition: a.partition,
+                demand: a.page.app.demand.load(Ordering::Relaxed),
+                reported_bytes: a.page.app.bandwidth.load(Ordering::Relaxed),
+            })
+            .collect();
+        let cpus: Vec<u32> = (0..self.partitions.len())
+            .map(|k| {
+                let p = self.last.partitions.get(k).cloned().unwrap_or_default();
+                p.entitlement.max(p.allocation)
+            })
+            .collect();
+        let changed = self.bandwidth.tick(&apps, &cpus, monotonic_ns());
+        for a in self.apps.values() {
+            a.page
+                .manager
+                .quantum_end
+                .store(self.bandwidth.quantum_end(a.id), Ordering::Release);
+        }
+        if changed {
+            self.reallocate();
+        }
+    }
+
     /// Take new runnable measurements (computed outside the lock); returns whether any
     /// partition's uncontrolled demand changed.
     pub(crate) fn update_runnable(&mut self, now: &[u32], alpha: f64) -> bool {
@@ -464,7 +508,17 @@ impl Registry {
             .enumerate()
             .map(|(k, p)| {
                 let a = self.last.partitions.get(k).cloned().unwrap_or_default();
+                let (counter_source, counter_skipped, bandwidth) = self
+                    .bandwidth
+                    .partition_status(k)
+                    .map(|(s, skipped, line)| {
+                        (s, skipped.iter().map(|x| x.to_string()).collect(), line)
+                    })
+                    .unwrap_or_else(|| ("none".into(), Vec::new(), String::new()));
                 PartitionStatus {
+                    counter_source,
+                    counter_skipped,
+                    bandwidth,
                     name: p.name.clone(),
                     share: p.share,
                     fixed_cpus: p.cpus,
@@ -499,6 +553,7 @@ impl Registry {
             .map(|a| {
                 let (target, cpus) = a.published.unwrap_or((a.pool_size, CpuSet::new()));
                 let hb = a.page.app.heartbeat.load(Ordering::Relaxed);
+                let (rate, parked) = self.bandwidth.app_status(a.id);
                 AppStatus {
                     id: a.id,
                     pid: a.pid,
@@ -511,7 +566,12 @@ impl Registry {
                     active: a.page.app.active.load(Ordering::Relaxed),
                     cpus: cpus.to_vec(),
                     policy: self.partitions[a.partition].policy,
-                    counter_source: "self-report".into(),
+                    counter_source: self
+                        .bandwidth
+                        .partition_status(a.partition)
+                        .map_or_else(|| "none".into(), |s| s.0),
+                    rate_gbps: rate.map(|r| r / 1e9),
+                    parked,
                     tasks_run: a.page.app.tasks_run.load(Ordering::Relaxed),
                     heartbeat_age_ms: now_ns.saturating_sub(hb) / 1_000_000,
                 }

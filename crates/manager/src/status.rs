@@ -70,6 +70,17 @@ pub struct PartitionStatus {
     pub uncontrolled_cpus: Vec<usize>,
     /// Processes started in it with `partita run`.
     pub uncontrolled_pids: Vec<i32>,
+    /// Counter source of the bandwidth policy (`perf-event`, `resctrl`, `self-report`, or
+    /// `none`: not a bandwidth partition, or no source usable).
+    #[serde(default)]
+    pub counter_source: String,
+    /// Counter sources skipped, each `name: reason`.
+    #[serde(default)]
+    pub counter_skipped: Vec<String>,
+    /// The bandwidth policy's state (variant, quantum, capacity; why it degraded); empty for
+    /// other policies.
+    #[serde(default)]
+    pub bandwidth: String,
 }
 
 /// One registered application.
@@ -102,9 +113,15 @@ pub struct AppStatus {
     pub cpus: Vec<usize>,
     /// Level-2 policy of its partition.
     pub policy: PolicyKind,
-    /// Where its demand and counters come from (`self-report`: the control page; no hardware
-    /// counters are read by this version).
+    /// The counter source its rate comes from (`perf-event`, `resctrl`, `self-report`;
+    /// `none` outside bandwidth partitions).
     pub counter_source: String,
+    /// Estimated memory traffic (GB/s), bandwidth partitions only.
+    #[serde(default)]
+    pub rate_gbps: Option<f64>,
+    /// Whether it has a zero quantum now (bandwidth policy).
+    #[serde(default)]
+    pub parked: bool,
     /// Tasks run (reported).
     pub tasks_run: u64,
     /// Milliseconds since its last heartbeat.
@@ -181,6 +198,20 @@ impl Status {
                 uc,
                 p.uncontrolled_pids
             );
+            if !p.bandwidth.is_empty() {
+                let _ = writeln!(
+                    s,
+                    "  {} bandwidth: {}; counters: {}{}",
+                    p.name,
+                    p.bandwidth,
+                    p.counter_source,
+                    if p.counter_skipped.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (skipped: {})", p.counter_skipped.join("; "))
+                    }
+                );
+            }
         }
         let _ = writeln!(s);
         let _ = writeln!(
@@ -202,7 +233,14 @@ impl Status {
                 a.active,
                 set.to_string(),
                 a.policy.to_string(),
-                a.counter_source
+                match (a.rate_gbps, a.parked) {
+                    (Some(r), parked) => format!(
+                        "{} {r:.3} GB/s{}",
+                        a.counter_source,
+                        if parked { " parked" } else { "" }
+                    ),
+                    (None, _) => a.counter_source.clone(),
+                }
             );
         }
         s

@@ -30,6 +30,7 @@ pub mod placement;
 pub mod policy;
 pub mod replicated;
 pub mod sim;
+pub mod triad;
 
 #[cfg(feature = "hwloc")]
 mod hwloc_backend;

@@ -90,7 +90,9 @@ pub struct AppSide {
     pub tasks_run: AtomicU64,
     /// Nanoseconds the workers spent idle.
     pub idle_ns: AtomicU64,
-    /// Bytes (or bus transactions) per quantum when the application measures itself; 0 if not.
+    /// Cumulative bytes the application reports having moved (partita-runtime's
+    /// `report_bytes`); the manager turns successive readings into a rate. 0 if it does not
+    /// report.
     pub bandwidth: AtomicU64,
     /// `CLOCK_MONOTONIC` nanoseconds of the last report.
     pub heartbeat: AtomicU64,

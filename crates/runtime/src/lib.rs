@@ -101,6 +101,7 @@ mod spawn;
 mod stats;
 mod sync;
 mod thread_pool;
+mod traffic;
 mod unwind;
 mod worker;
 
@@ -119,6 +120,7 @@ pub use thread_pool::{
     active_workers, current_thread_has_pending_tasks, current_thread_index, set_demand,
     set_target_workers, stats, target_workers, yield_local, yield_now, ThreadPool, Yield,
 };
+pub use traffic::{report_bytes, reported_bytes};
 
 /// The largest pool size this crate supports (pools asking for more are capped).
 ///

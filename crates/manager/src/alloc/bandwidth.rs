@@ -1,7 +1,7 @@
 //! Bandwidth-aware co-scheduling (Antonopoulos et al.), the pure selection step of one quantum.
 //!
-//! Not yet wired into the daemon (this version reads no hardware counters, so the policy would
-//! degrade to equipartition anyway); the selection is here so that it is specified and tested.
+//! Called once per quantum through [`super::quantum::step`] for partitions whose policy is
+//! `bandwidth` (the daemon's quantum tick, fed by the counter sources of `crate::counters`).
 //!
 //! Each quantum: applications that just ran move to the tail of the list; the head (the first
 //! application that fits the machine at all) is selected (no starvation); then, while CPUs remain, with

@@ -26,6 +26,7 @@ pub mod bandwidth;
 pub mod level1;
 pub mod level2;
 pub mod placement;
+pub mod quantum;
 
 use crate::config::{DssConfig, PartitionConfig, PolicyKind, UsageDecayConfig};
 use partita_protocol::CpuSet;
@@ -480,7 +481,9 @@ fn level2_counts(
     for (k, ms) in members.iter().enumerate() {
         let a = l1[k].allocation;
         let got = match input.partitions[k].policy {
-            PolicyKind::Equipartition => {
+            // Bandwidth: the quantum's selection already zeroed the demand of the parked
+            // applications (crate::quantum); the selected ones share the CPUs equally.
+            PolicyKind::Equipartition | PolicyKind::Bandwidth => {
                 level2::equipartition(a, ms, &mut history.members, clock.advance_rotation)
             }
             PolicyKind::UsageDecay => level2::usage_decay(

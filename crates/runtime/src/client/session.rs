@@ -33,6 +33,7 @@ pub(crate) fn run(
     let mut applied_epoch: Option<u64> = None;
     let mut applied_cpus = partita_protocol::CpuSet::new();
     let mut last_demand: Option<u32> = None;
+    let mut applied_expired = false;
     let mut last_busy = Instant::now();
     loop {
         if stop.load(Ordering::Acquire) {
@@ -44,15 +45,28 @@ pub(crate) fn run(
         };
         let seen_wake = page.manager.wake.load(Ordering::Acquire);
         let a = page.manager.read();
-        if applied_epoch != Some(a.epoch) {
-            if !a.partition_only && p.target_workers() != a.target as usize {
-                p.set_target_workers(a.target as usize);
+        // A zero quantum whose end passed with no update from the manager: resume on our own
+        // (a hung manager cannot starve us); the next update applies as usual.
+        let expired = zero_quantum_expired(
+            a.target,
+            page.manager.quantum_end.load(Ordering::Acquire),
+            monotonic_ns(),
+        );
+        if applied_epoch != Some(a.epoch) || expired != applied_expired {
+            let target = if expired {
+                p.pool_size()
+            } else {
+                a.target as usize
+            };
+            if !a.partition_only && p.target_workers() != target {
+                p.set_target_workers(target);
             }
             if !a.cpus.is_empty() && a.cpus != applied_cpus {
                 p.set_cpus(Some(a.cpus.to_vec()));
                 applied_cpus = a.cpus;
             }
             applied_epoch = Some(a.epoch);
+            applied_expired = expired;
         }
         let demand = p.demand();
         let side = &page.app;
@@ -61,6 +75,8 @@ pub(crate) fn run(
             .store(p.active_workers() as u32, Ordering::Relaxed);
         side.tasks_run.store(p.tasks_run(), Ordering::Relaxed);
         side.idle_ns.store(p.idle_ns(), Ordering::Relaxed);
+        side.bandwidth
+            .store(crate::traffic::reported_bytes(), Ordering::Relaxed);
         side.heartbeat.store(monotonic_ns(), Ordering::Release);
         drop(p);
         if last_demand != Some(demand) {
@@ -94,6 +110,12 @@ pub(crate) fn run(
     }
 }
 
+/// Whether a zero target is a quantum that has ended (`quantum_end` is monotonic ns; 0: the
+/// manager sets no deadline, the zero stands until changed).
+fn zero_quantum_expired(target: u32, quantum_end: u64, now: u64) -> bool {
+    target == 0 && quantum_end != 0 && now > quantum_end
+}
+
 fn describe(frame: &[u8]) -> String {
     if frame.len() >= 4 {
         if let Ok(len) = frame_len([frame[0], frame[1], frame[2], frame[3]], MAX_MANAGER_FRAME) {
@@ -107,4 +129,20 @@ fn describe(frame: &[u8]) -> String {
         }
     }
     "unexpected message from the manager".into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::zero_quantum_expired;
+
+    #[test]
+    fn only_an_ended_zero_quantum_expires() {
+        assert!(zero_quantum_expired(0, 100, 101));
+        assert!(!zero_quantum_expired(0, 100, 100), "not before its end");
+        assert!(
+            !zero_quantum_expired(0, 0, u64::MAX),
+            "no deadline: stays parked"
+        );
+        assert!(!zero_quantum_expired(2, 100, 200), "not a zero quantum");
+    }
 }
