@@ -106,7 +106,10 @@ where
         BroadcastContext::with(&op)
     };
     let n = registry.num_threads();
-    let current = registry.current_thread();
+    // A worker of any pool (this one or another) waits by running its own pool's jobs, as in
+    // rayon-core: blocking it could deadlock two pools broadcasting into each other, since
+    // each broadcast needs every worker of its pool.
+    let current = WorkerThread::current_ref();
     let latch = CountLatch::with_count(n, current);
     let jobs: Vec<_> = (0..n)
         .map(|_| StackJob::new(&f, LatchRef::new(&latch)))

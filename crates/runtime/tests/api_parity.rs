@@ -279,6 +279,20 @@ macro_rules! parity_tests {
             }
 
             #[test]
+            fn broadcasts_between_two_pools_do_not_deadlock() {
+                // A worker of pool1 waiting for pool2's broadcast must still run its copy of
+                // pool1's broadcast (rayon-core waits by running its own pool's jobs).
+                let count = AtomicUsize::new(0);
+                let (pool1, pool2) = (pool(2), pool(3));
+                pool1.install(|| {
+                    pool2.broadcast(|_| {
+                        pool1.broadcast(|_| count.fetch_add(1, Ordering::Relaxed));
+                    })
+                });
+                assert_eq!(count.into_inner(), 2 * 3);
+            }
+
+            #[test]
             fn builder_options_and_handlers() {
                 let started = Arc::new(AtomicUsize::new(0));
                 let exited = Arc::new(AtomicUsize::new(0));
