@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Other people's tests against the drop-in rayon-core (compat/rayon-core = partita-runtime):
-#  (a) rayon 1.11's own test suite (unit tests, tests/, doctests), with
+#  (a) rayon 1.12's own test suite (unit tests, tests/, doctests), with
 #      `[patch.crates-io] rayon-core = { path = "compat/rayon-core" }`;
 #  (b) rayon-core 1.13's own tests: its tests/ directory, its unit-test modules
 #      (src/*/test.rs, which use only the public API apart from two helpers given a public
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/../.."
 ROOT=$PWD
 WORK=$ROOT/target/rayon-compat
 COMPAT=$ROOT/compat/rayon-core
-RAYON_VERSION=1.11.0 # the rayon release built on rayon-core 1.13
+RAYON_VERSION=1.12.0 # the newest rayon release; it (like 1.11) is built on rayon-core 1.13
 RAYON_CORE_VERSION=1.13.0
 export CARGO_TARGET_DIR=$WORK/target
 
