@@ -28,10 +28,18 @@ for ((r = 0; r < ROUNDS; r++)); do
 done
 median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 echo "rounds: $ROUNDS, threads: ${RAYON_NUM_THREADS:-$(nproc)} (RAYON_NUM_THREADS or CPUs), $(date -u +%F)"
-printf '| %-13s | %14s | %14s | %18s |\n' workload "rayon-core (s)" "partita (s)" "partita/rayon-core"
-printf '|%s|%s|%s|%s|\n' --------------- ---------------- ---------------- --------------------
+printf '| %-13s | %14s | %14s | %18s | %17s |\n' workload "rayon-core (s)" "partita (s)" \
+  "partita/rayon-core" "per-round ratios"
+printf '|%s|%s|%s|%s|%s|\n' --------------- ---------------- ---------------- \
+  --------------------: -------------------:
 for w in "${WORKLOADS[@]}"; do
   s=$(median "${times[stock.$w]}")
   p=$(median "${times[partita.$w]}")
-  printf '| %-13s | %14.4f | %14.4f | %18.3f |\n' "$w" "$s" "$p" "$(awk -v a="$p" -v b="$s" 'BEGIN {print a / b}')"
+  # The spread of the round-by-round ratios shows how noisy the machine was.
+  range=$(paste <(tr ' ' '\n' <<<"${times[partita.$w]}" | grep .) \
+    <(tr ' ' '\n' <<<"${times[stock.$w]}" | grep .) |
+    awk 'NR == 1 {lo = hi = $1 / $2} {r = $1 / $2; lo = r < lo ? r : lo; hi = r > hi ? r : hi}
+         END {printf "%.2f-%.2f", lo, hi}')
+  printf '| %-13s | %14.4f | %14.4f | %18.3f | %17s |\n' "$w" "$s" "$p" \
+    "$(awk -v a="$p" -v b="$s" 'BEGIN {print a / b}')" "$range"
 done
