@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::job::{ArcJob, StackJob};
 use crate::latch::{CountLatch, LatchRef};
 use crate::registry::{Registry, WorkerThread};
+use crate::thread_builder::PoolId;
 
 /// Runs `op` on every worker of the current pool (the global one from outside) — suspended
 /// workers are woken for it and suspend again afterwards — and returns the results in worker
@@ -90,7 +91,7 @@ impl fmt::Debug for BroadcastContext<'_> {
         f.debug_struct("BroadcastContext")
             .field("index", &self.index())
             .field("num_threads", &self.num_threads())
-            .field("pool_id", &self.worker.registry().id())
+            .field("pool_id", &PoolId(self.worker.registry().id()))
             .finish()
     }
 }
@@ -105,7 +106,10 @@ where
         BroadcastContext::with(&op)
     };
     let n = registry.num_threads();
-    let current = registry.current_thread();
+    // A worker of any pool (this one or another) waits by running its own pool's jobs, as in
+    // rayon-core: blocking it could deadlock two pools broadcasting into each other, since
+    // each broadcast needs every worker of its pool.
+    let current = WorkerThread::current_ref();
     let latch = CountLatch::with_count(n, current);
     let jobs: Vec<_> = (0..n)
         .map(|_| StackJob::new(&f, LatchRef::new(&latch)))

@@ -1,15 +1,17 @@
 //! `ThreadPoolBuilder`: configuration of a pool (rayon-core's options plus process control).
 
 use std::any::Any;
-use std::error::Error;
 use std::fmt;
 use std::io;
 
+pub(crate) use crate::build_error::ErrorKind;
+pub use crate::build_error::ThreadPoolBuildError;
 use crate::control::ProcessControl;
 use crate::ready::{Policies, DEFAULT_POLICIES};
 use crate::registry;
+use crate::thread_builder::{CustomSpawn, DefaultSpawn, ThreadBuilder, ThreadSpawn};
 use crate::thread_pool::ThreadPool;
-use partita_queues::{ConfigError, DequeuePolicy, EnqueuePolicy};
+use partita_queues::{DequeuePolicy, EnqueuePolicy};
 
 type PanicHandler = dyn Fn(Box<dyn Any + Send>) + Send + Sync;
 type ThreadHandler = dyn Fn(usize) + Send + Sync;
@@ -25,8 +27,9 @@ type ThreadHandler = dyn Fn(usize) + Send + Sync;
 /// let name = pool.install(|| std::thread::current().name().map(str::to_owned));
 /// assert!(name.unwrap().starts_with("worker-"));
 /// ```
-#[derive(Default)]
-pub struct ThreadPoolBuilder {
+///
+/// `S` is how worker threads are started: [`ThreadPoolBuilder::spawn_handler`] changes it.
+pub struct ThreadPoolBuilder<S = DefaultSpawn> {
     num_threads: usize,
     pub(crate) use_current_thread: bool,
     pub(crate) panic_handler: Option<Box<PanicHandler>>,
@@ -37,6 +40,26 @@ pub struct ThreadPoolBuilder {
     pub(crate) breadth_first: bool,
     pub(crate) process_control: ProcessControl,
     ready_queues: Option<Policies>,
+    pub(crate) spawn_handler: S,
+}
+
+// Not derived: the derive would ask for `S: Default` and leave `S` ambiguous in `new()`.
+impl Default for ThreadPoolBuilder {
+    fn default() -> Self {
+        ThreadPoolBuilder {
+            num_threads: 0,
+            use_current_thread: false,
+            panic_handler: None,
+            get_thread_name: None,
+            stack_size: None,
+            start_handler: None,
+            exit_handler: None,
+            breadth_first: false,
+            process_control: ProcessControl::default(),
+            ready_queues: None,
+            spawn_handler: DefaultSpawn,
+        }
+    }
 }
 
 impl ThreadPoolBuilder {
@@ -50,6 +73,47 @@ impl ThreadPoolBuilder {
         Self::default()
     }
 
+    /// Builds a pool whose workers are scoped threads of [`std::thread::scope`], runs
+    /// `with_pool` on it, and returns its result once every worker has exited. Each worker
+    /// thread calls `wrapper(thread)`, which must call [`ThreadBuilder::run`] (for instance
+    /// inside a scoped thread-local). The pool is dropped when `with_pool` returns.
+    ///
+    /// ```
+    /// let data = vec![1, 2, 3];
+    /// let sum = partita_runtime::ThreadPoolBuilder::new()
+    ///     .num_threads(2)
+    ///     .build_scoped(
+    ///         |thread| thread.run(),
+    ///         |pool| pool.install(|| data.iter().sum::<i32>()),
+    ///     )
+    ///     .unwrap();
+    /// assert_eq!(sum, 6);
+    /// ```
+    pub fn build_scoped<W, F, R>(self, wrapper: W, with_pool: F) -> Result<R, ThreadPoolBuildError>
+    where
+        W: Fn(ThreadBuilder) + Sync, // expected to call `run()`
+        F: FnOnce(&ThreadPool) -> R,
+    {
+        std::thread::scope(|scope| {
+            let pool = self
+                .spawn_handler(|thread| {
+                    let mut builder = std::thread::Builder::new();
+                    if let Some(name) = thread.name() {
+                        builder = builder.name(name.to_string());
+                    }
+                    if let Some(size) = thread.stack_size() {
+                        builder = builder.stack_size(size);
+                    }
+                    builder.spawn_scoped(scope, || wrapper(thread))?;
+                    Ok(())
+                })
+                .build()?;
+            Ok(with_pool(&pool))
+        })
+    }
+}
+
+impl<S: ThreadSpawn> ThreadPoolBuilder<S> {
     /// Builds a new pool.
     ///
     /// ```
@@ -73,22 +137,76 @@ impl ThreadPoolBuilder {
         registry.wait_until_primed();
         Ok(())
     }
+}
 
-    /// The number of threads: the value given, else `RAYON_NUM_THREADS` (for drop-in
-    /// compatibility with rayon-core), else the number of available CPUs.
+impl<S> ThreadPoolBuilder<S> {
+    /// Starts worker threads with `spawn` instead of `std::thread::spawn`: it receives one
+    /// [`ThreadBuilder`] per worker (except worker 0 with `use_current_thread`) and must
+    /// arrange for `run()` to be called on a new thread. An error it returns makes `build`
+    /// fail with that error (the workers already started then exit). Workers run until the
+    /// pool terminates: threads of a `std::thread::scope` are joined only after that.
+    ///
+    /// ```
+    /// let pool = partita_runtime::ThreadPoolBuilder::new()
+    ///     .num_threads(2)
+    ///     .spawn_handler(|thread| {
+    ///         let mut b = std::thread::Builder::new();
+    ///         if let Some(name) = thread.name() {
+    ///             b = b.name(name.to_owned());
+    ///         }
+    ///         b.spawn(|| thread.run())?;
+    ///         Ok(())
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(pool.install(|| 1 + 1), 2);
+    /// ```
+    pub fn spawn_handler<F>(self, spawn: F) -> ThreadPoolBuilder<CustomSpawn<F>>
+    where
+        F: FnMut(ThreadBuilder) -> io::Result<()>,
+    {
+        ThreadPoolBuilder {
+            spawn_handler: CustomSpawn::new(spawn),
+            num_threads: self.num_threads,
+            use_current_thread: self.use_current_thread,
+            panic_handler: self.panic_handler,
+            get_thread_name: self.get_thread_name,
+            stack_size: self.stack_size,
+            start_handler: self.start_handler,
+            exit_handler: self.exit_handler,
+            breadth_first: self.breadth_first,
+            process_control: self.process_control,
+            ready_queues: self.ready_queues,
+        }
+    }
+
+    /// The number of threads: the value given, else `RAYON_NUM_THREADS`, else the deprecated
+    /// `RAYON_RS_NUM_CPUS`, else the number of available CPUs — rayon-core's rules, including
+    /// that `RAYON_NUM_THREADS=0` means "the number of CPUs" while an unparsable value falls
+    /// through to `RAYON_RS_NUM_CPUS`.
     pub(crate) fn get_num_threads(&self) -> usize {
         if self.num_threads > 0 {
             return self.num_threads;
         }
-        let from_env = std::env::var("RAYON_NUM_THREADS")
-            .ok()
-            .and_then(|s| s.parse::<usize>().ok())
-            .filter(|&n| n > 0);
-        from_env.unwrap_or_else(|| {
+        let cpus = || {
             std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1)
-        })
+        };
+        let var = |key| {
+            std::env::var(key)
+                .ok()
+                .and_then(|s| s.parse::<usize>().ok())
+        };
+        match var("RAYON_NUM_THREADS") {
+            Some(n @ 1..) => return n,
+            Some(0) => return cpus(),
+            None => {}
+        }
+        match var("RAYON_RS_NUM_CPUS") {
+            Some(n @ 1..) => n,
+            _ => cpus(),
+        }
     }
 
     pub(crate) fn get_thread_name(&mut self, index: usize) -> Option<String> {
@@ -176,12 +294,14 @@ impl ThreadPoolBuilder {
     }
 
     /// Workers take their own tasks FIFO instead of LIFO (rayon-core's `breadth_first`;
-    /// usually slower, kept for compatibility).
+    /// usually slower, kept for compatibility and deprecated as there).
     ///
     /// ```
+    /// #[allow(deprecated)]
     /// let pool = partita_runtime::ThreadPoolBuilder::new().breadth_first().build().unwrap();
     /// # drop(pool);
     /// ```
+    #[deprecated(note = "use `scope_fifo` and `spawn_fifo` for similar effect")]
     pub fn breadth_first(mut self) -> Self {
         self.breadth_first = true;
         self
@@ -269,70 +389,29 @@ impl ThreadPoolBuilder {
     }
 }
 
-impl fmt::Debug for ThreadPoolBuilder {
+/// Shows `Some(<closure>)` for a configured closure.
+struct ClosurePlaceholder;
+
+impl fmt::Debug for ClosurePlaceholder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<closure>")
+    }
+}
+
+/// rayon-core's exact format (the process-control and ready-queue settings are left out so that
+/// a program's output does not change when it moves to partita).
+impl<S> fmt::Debug for ThreadPoolBuilder<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let closure = |present: bool| present.then_some(ClosurePlaceholder);
         f.debug_struct("ThreadPoolBuilder")
             .field("num_threads", &self.num_threads)
             .field("use_current_thread", &self.use_current_thread)
+            .field("get_thread_name", &closure(self.get_thread_name.is_some()))
+            .field("panic_handler", &closure(self.panic_handler.is_some()))
             .field("stack_size", &self.stack_size)
+            .field("start_handler", &closure(self.start_handler.is_some()))
+            .field("exit_handler", &closure(self.exit_handler.is_some()))
             .field("breadth_first", &self.breadth_first)
-            .field("process_control", &self.process_control)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Why a pool could not be built.
-///
-/// ```
-/// let _ = partita_runtime::ThreadPoolBuilder::new().build_global();
-/// let err = partita_runtime::ThreadPoolBuilder::new().build_global().unwrap_err();
-/// assert!(err.to_string().contains("already been initialized"));
-/// ```
-#[derive(Debug)]
-pub struct ThreadPoolBuildError {
-    kind: ErrorKind,
-}
-
-#[derive(Debug)]
-pub(crate) enum ErrorKind {
-    GlobalPoolAlreadyInitialized,
-    CurrentThreadAlreadyInPool,
-    IOError(io::Error),
-    ReadyQueues(ConfigError),
-    StaticNeedsStandalone,
-}
-
-impl ThreadPoolBuildError {
-    pub(crate) fn new(kind: ErrorKind) -> Self {
-        ThreadPoolBuildError { kind }
-    }
-}
-
-impl fmt::Display for ThreadPoolBuildError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.kind {
-            ErrorKind::GlobalPoolAlreadyInitialized => {
-                f.write_str("The global thread pool has already been initialized.")
-            }
-            ErrorKind::CurrentThreadAlreadyInPool => {
-                f.write_str("The current thread is already part of another thread pool.")
-            }
-            ErrorKind::IOError(e) => write!(f, "could not spawn a worker thread: {e}"),
-            ErrorKind::ReadyQueues(e) => write!(f, "ready_queues: {e}"),
-            ErrorKind::StaticNeedsStandalone => f.write_str(
-                "ready_queues: the Static dequeue policy needs ProcessControl::Standalone \
-                 (a suspended worker's queue would have no consumer)",
-            ),
-        }
-    }
-}
-
-impl Error for ThreadPoolBuildError {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        match &self.kind {
-            ErrorKind::IOError(e) => Some(e),
-            ErrorKind::ReadyQueues(e) => Some(e),
-            _ => None,
-        }
+            .finish()
     }
 }

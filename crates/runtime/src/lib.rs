@@ -80,6 +80,7 @@
 
 mod affinity;
 mod broadcast;
+mod build_error;
 mod builder;
 #[cfg(not(loom))]
 mod client;
@@ -89,6 +90,7 @@ mod client;
 mod client {
     pub(crate) struct ClientGuard;
 }
+mod config;
 mod control;
 mod job;
 mod join;
@@ -100,6 +102,7 @@ mod sleep;
 mod spawn;
 mod stats;
 mod sync;
+mod thread_builder;
 mod thread_pool;
 mod traffic;
 mod unwind;
@@ -110,12 +113,15 @@ mod test;
 
 pub use broadcast::{broadcast, spawn_broadcast, BroadcastContext};
 pub use builder::{ThreadPoolBuildError, ThreadPoolBuilder};
+#[allow(deprecated)]
+pub use config::{initialize, Configuration};
 pub use control::{Need, ProcessControl};
 pub use join::{join, join_context, FnContext};
 pub use partita_queues::{DequeuePolicy, EnqueuePolicy};
 pub use scope::{in_place_scope, in_place_scope_fifo, scope, scope_fifo, Scope, ScopeFifo};
 pub use spawn::{spawn, spawn_fifo};
 pub use stats::PoolStats;
+pub use thread_builder::ThreadBuilder;
 pub use thread_pool::{
     active_workers, current_thread_has_pending_tasks, current_thread_index, set_demand,
     set_target_workers, stats, target_workers, yield_local, yield_now, ThreadPool, Yield,

@@ -10,7 +10,6 @@ use std::mem;
 use std::ptr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_deque::{Stealer, Worker};
@@ -26,6 +25,7 @@ use crate::latch::{Latch, LatchRef, LockLatch, OnceLatch, SpinLatch};
 use crate::ready::{ReadyQueues, WorkerQueues};
 use crate::sleep::Sleep;
 use crate::stats::PoolStats;
+use crate::thread_builder::{ThreadBuilder, ThreadSpawn};
 use crate::unwind;
 /// Re-exported: the rest of the crate reaches workers through the registry.
 pub(crate) use crate::worker::WorkerThread;
@@ -82,7 +82,15 @@ pub(crate) fn global_registry() -> &'static Arc<Registry> {
     }
     // Racing first uses are fine: `init_global_registry` lets exactly one build win and the
     // losers read the winner's registry.
-    match init_global_registry(ThreadPoolBuilder::new()) {
+    let built = init_global_registry(ThreadPoolBuilder::new()).or_else(|e| {
+        // As rayon-core: where threads are unsupported, the current thread alone is the pool.
+        if !e.is_unsupported() || !WorkerThread::current().is_null() {
+            return Err(e);
+        }
+        let one = ThreadPoolBuilder::new().num_threads(1).use_current_thread();
+        init_global_registry(one).map_err(|_| e)
+    });
+    match built {
         Ok(r) => r,
         Err(e) => THE_REGISTRY.get().unwrap_or_else(|| {
             // The default global pool could not start threads: nothing can run.
@@ -92,8 +100,8 @@ pub(crate) fn global_registry() -> &'static Arc<Registry> {
 }
 
 /// Build the global pool with `builder`; fails if it already exists.
-pub(crate) fn init_global_registry(
-    builder: ThreadPoolBuilder,
+pub(crate) fn init_global_registry<S: ThreadSpawn>(
+    builder: ThreadPoolBuilder<S>,
 ) -> Result<&'static Arc<Registry>, ThreadPoolBuildError> {
     static BUILD: Mutex<()> = Mutex::new(());
     let _g = BUILD.lock().unwrap_or_else(|p| p.into_inner());
@@ -127,8 +135,8 @@ impl Registry {
     // running (`Terminator`); the thread-spawning loop is also where `ThreadPoolBuilder`'s
     // spawn handler plugs in, so it stays next to the state it hands to each thread.
     /// Start the workers of a new pool, and attach it to a manager if the mode asks for it.
-    pub(crate) fn new(
-        mut builder: ThreadPoolBuilder,
+    pub(crate) fn new<S: ThreadSpawn>(
+        mut builder: ThreadPoolBuilder<S>,
     ) -> Result<(Arc<Registry>, Option<ClientGuard>), ThreadPoolBuildError> {
         let n = builder
             .get_num_threads()
@@ -204,6 +212,7 @@ impl Registry {
                 broadcast,
                 index,
             };
+            let name = builder.get_thread_name(index);
             if index == 0 && builder.use_current_thread {
                 if !WorkerThread::current().is_null() {
                     return Err(ThreadPoolBuildError::new(
@@ -218,14 +227,9 @@ impl Registry {
                 unsafe { Latch::set(&registry.thread_infos[0].primed) };
                 continue;
             }
-            let mut b = thread::Builder::new();
-            if let Some(name) = builder.get_thread_name(index) {
-                b = b.name(name);
-            }
-            if let Some(size) = builder.stack_size {
-                b = b.stack_size(size);
-            }
-            if let Err(e) = b.spawn(move || main_loop(seed)) {
+            let (id, stack_size) = (registry.id(), builder.stack_size);
+            let thread = ThreadBuilder::new(index, id, name, stack_size, move || main_loop(seed));
+            if let Err(e) = builder.spawn_handler.spawn(thread) {
                 return Err(ThreadPoolBuildError::new(ErrorKind::IOError(e)));
             }
         }
@@ -237,9 +241,9 @@ impl Registry {
 
     /// Connect to a manager when the mode asks for it and `PARTITA` is not `off`.
     #[cfg(not(loom))]
-    fn attach_manager(
+    fn attach_manager<S>(
         registry: &Arc<Registry>,
-        builder: &ThreadPoolBuilder,
+        builder: &ThreadPoolBuilder<S>,
     ) -> Option<ClientGuard> {
         if builder.process_control == ProcessControl::Manager
             && std::env::var("PARTITA").map(|v| v != "off").unwrap_or(true)
@@ -253,7 +257,7 @@ impl Registry {
     }
 
     #[cfg(loom)]
-    fn attach_manager(_: &Arc<Registry>, _: &ThreadPoolBuilder) -> Option<ClientGuard> {
+    fn attach_manager<S>(_: &Arc<Registry>, _: &ThreadPoolBuilder<S>) -> Option<ClientGuard> {
         None
     }
 

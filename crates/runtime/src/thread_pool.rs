@@ -12,6 +12,7 @@ use crate::registry::{Registry, WorkerThread};
 use crate::scope::{do_in_place_scope, do_in_place_scope_fifo, Scope, ScopeFifo};
 use crate::spawn;
 use crate::stats::PoolStats;
+use crate::thread_builder::{PoolId, ThreadSpawn};
 
 /// A pool of worker threads. Dropping the handle lets the workers exit once every task
 /// spawned into the pool has run (it does not wait for them).
@@ -31,7 +32,9 @@ pub struct ThreadPool {
 }
 
 impl ThreadPool {
-    pub(crate) fn build(builder: ThreadPoolBuilder) -> Result<ThreadPool, ThreadPoolBuildError> {
+    pub(crate) fn build<S: ThreadSpawn>(
+        builder: ThreadPoolBuilder<S>,
+    ) -> Result<ThreadPool, ThreadPoolBuildError> {
         let (registry, client) = Registry::new(builder)?;
         Ok(ThreadPool {
             registry,
@@ -341,7 +344,7 @@ impl fmt::Debug for ThreadPool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ThreadPool")
             .field("num_threads", &self.current_num_threads())
-            .field("id", &self.registry.id())
+            .field("id", &PoolId(self.registry.id()))
             .finish()
     }
 }

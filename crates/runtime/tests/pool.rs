@@ -134,6 +134,7 @@ fn thread_names_and_stack_size() {
 }
 
 #[test]
+#[allow(deprecated)] // breadth_first is deprecated, as in rayon-core; still supported
 fn breadth_first_pool_works() {
     let pool = ThreadPoolBuilder::new()
         .num_threads(2)
