@@ -23,6 +23,8 @@ enum Command {
     Serve(cli::serve::ServeArgs),
     /// Show the manager's CPUs, partitions and applications.
     Status(cli::status::StatusArgs),
+    /// A live view of partitions and applications (`q` quits; `--once` prints one frame).
+    Top(cli::top::TopArgs),
     /// Start an uncontrolled program confined to a partition.
     Run(cli::run::RunArgs),
     /// Run a multiprogrammed workload with and without process control, and report.
@@ -41,6 +43,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Serve(args) => cli::serve::serve(args),
         Command::Status(args) => cli::status::status(args),
+        Command::Top(args) => cli::top::top(args),
         Command::Run(args) => cli::run::run(args),
         Command::Demo(args) => partita_demo::run(args),
         Command::Workload(args) => partita_demo::workload::run_workload(args),
