@@ -1,5 +1,6 @@
 //! The subcommands of `partita`, one module per group.
 
+pub mod dist;
 pub mod run;
 pub mod serve;
 pub mod status;
