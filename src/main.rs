@@ -2,16 +2,25 @@
 //! under `cli/`; they are thin: parse, call the crate that does the work, print.
 //!
 //! - `serve`, `status`, `run`: partita-manager (the daemon and its client calls);
+//! - `top`: a live view of the manager's status;
+//! - `completions`, `man`: generated from this definition (shipped in `dist/`);
 //! - `demo` and the hidden `workload`, `probe`: partita-demo.
 
 mod cli;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// Partita: process control for parallel programs sharing one machine.
+///
+/// `partita serve` runs the manager, which decides how many CPUs (and which) each registered
+/// program gets; programs built on partita-runtime follow their allocation by suspending or
+/// resuming workers between tasks. `status` and `top` show what it decided, `run` confines a
+/// program that does not register, `demo` runs a multiprogrammed workload in every mode.
+/// Applications find the manager through PARTITA_SOCKET (default: /run/partita/partita.sock
+/// as root, else $XDG_RUNTIME_DIR/partita.sock).
 #[derive(Debug, Parser)]
-#[command(name = "partita", version, about)]
+#[command(name = "partita", version)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -23,6 +32,8 @@ enum Command {
     Serve(cli::serve::ServeArgs),
     /// Show the manager's CPUs, partitions and applications.
     Status(cli::status::StatusArgs),
+    /// A live view of partitions and applications (`q` quits; `--once` prints one frame).
+    Top(cli::top::TopArgs),
     /// Start an uncontrolled program confined to a partition.
     Run(cli::run::RunArgs),
     /// Measure sustained memory bandwidth (a STREAM-like triad) and store it as the bandwidth
@@ -31,6 +42,10 @@ enum Command {
     /// Run the models: bandwidth-aware co-scheduling (Antonopoulos), allocation policies over
     /// time, NUMA page migration.
     Simulate(partita_sim::SimulateArgs),
+    /// Print the completion script for a shell (bash, zsh, fish, elvish, powershell).
+    Completions(cli::dist::CompletionsArgs),
+    /// Print the manual page (or write every page with --dir).
+    Man(cli::dist::ManArgs),
     /// Run a multiprogrammed workload with and without process control, and report.
     Demo(partita_demo::DemoArgs),
     /// Run one workload application of the demo on its own (used by `demo` to start real
@@ -47,9 +62,12 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Serve(args) => cli::serve::serve(args),
         Command::Status(args) => cli::status::status(args),
+        Command::Top(args) => cli::top::top(args),
         Command::Run(args) => cli::run::run(args),
         Command::Calibrate(args) => cli::calibrate::run(args).map_err(Into::into),
         Command::Simulate(args) => partita_sim::run(args).map(|_| ()).map_err(Into::into),
+        Command::Completions(args) => cli::dist::completions(args, Cli::command()),
+        Command::Man(args) => cli::dist::man(args, Cli::command()),
         Command::Demo(args) => partita_demo::run(args),
         Command::Workload(args) => partita_demo::workload::run_workload(args),
         Command::Probe(args) => partita_demo::probe::run(args),

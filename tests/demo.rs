@@ -58,10 +58,49 @@ fn longest_oversubscription(run: &Value) -> f64 {
     longest
 }
 
+/// The report says when (ISO 8601, UTC), where (CPU model, CPUs, memory, kernel) and how
+/// (the exact command, quoted) it was made; results.json has the same as data.
+fn readable_header(report: &str, out: &Path) {
+    let line = |key: &str| -> &str {
+        report
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("- {key}: ")))
+            .unwrap_or_else(|| panic!("no {key} line in\n{report}"))
+    };
+    let date = line("date");
+    let stamp = &date[..date.find(' ').unwrap_or(date.len())];
+    let shape: String = stamp
+        .chars()
+        .map(|c| if c.is_ascii_digit() { 'd' } else { c })
+        .collect();
+    assert_eq!(shape, "dddd-dd-ddTdd:dd:ddZ", "{date}");
+    assert!(date.contains("UTC"), "{date}");
+    let machine = line("machine");
+    for part in ["CPUs (", "GiB", "Linux "] {
+        assert!(machine.contains(part), "{machine}");
+    }
+    let command = line("command");
+    assert!(
+        command.contains(" demo ") && command.contains(&*out.to_string_lossy()),
+        "{command}"
+    );
+
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["date"].as_str(), Some(stamp));
+    let m = &results["machine"];
+    assert!(
+        m["cpus_online"].as_u64() >= Some(1) && m["memory_bytes"].as_u64() > Some(0),
+        "{m}"
+    );
+    assert!(m["cpu_model"].is_string() && m["kernel"].is_string(), "{m}");
+}
+
 /// report.md names every mode and chart; the SVGs are well-formed and draw something.
 fn report_and_charts_are_written(out: &Path) {
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.starts_with("# partita demo"));
+    readable_header(&report, out);
     for needle in [
         "| process-control |",
         "| batch |",

@@ -14,6 +14,31 @@ pub struct ServeArgs {
     /// $XDG_RUNTIME_DIR/partita.sock; PARTITA_SOCKET overrides).
     #[arg(long)]
     socket: Option<PathBuf>,
+    /// Log format on stderr: `text` for people, `json` (one object per line) for collectors.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+/// How `serve` writes its log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line (timestamp, level, target, fields).
+    Json,
+}
+
+/// Install the log subscriber: level from `RUST_LOG` (default `info`), on stderr.
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
 }
 
 /// The configuration `serve` uses: `--config`, else /etc/partita/partita.toml if it exists,
@@ -31,13 +56,7 @@ fn load_config(
 
 /// Run the manager until SIGTERM or SIGINT.
 pub fn serve(args: &ServeArgs) -> CliResult {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    init_logging(args.log_format);
     let config = load_config(args.config.as_deref())?;
     let (default_socket, system) = partita_manager::default_serve_socket();
     let socket = args.socket.clone().unwrap_or(default_socket);

@@ -1,6 +1,6 @@
 //! `partita status`: what a running manager shows, as tables or JSON.
 
-use super::{socket_or_default, CliResult};
+use super::{print_out, socket_or_default, CliResult};
 use std::path::PathBuf;
 
 /// Options of `partita status`.
@@ -18,9 +18,8 @@ pub struct StatusArgs {
 pub fn status(args: &StatusArgs) -> CliResult {
     let s = partita_manager::query_status(&socket_or_default(args.socket.as_deref()))?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        print_out(&(serde_json::to_string_pretty(&s)? + "\n"))
     } else {
-        print!("{}", s.to_table());
+        print_out(&s.to_table())
     }
-    Ok(())
 }

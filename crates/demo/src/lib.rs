@@ -17,10 +17,12 @@
 //! Module map: [`mode`] (running one mix in one mode), [`procfs`] and [`reap`] (what the
 //! processes did), [`report`] (medians, ratios, tables), [`svg`] (charts), [`scenario`]
 //! (staggered arrivals, CPU hog, sleeper, three on two), [`workload`] and [`probe`] (the
-//! programs the demo and the tests start), `references` (cached sequential checksums) and
+//! programs the demo and the tests start), [`machine`] (machine, date and command of a
+//! report), `references` (cached sequential checksums) and
 //! `output` (report.md, results.json, charts).
 #![warn(missing_docs)]
 
+pub mod machine;
 pub mod mode;
 mod output;
 pub mod probe;
@@ -161,10 +163,15 @@ fn parse_modes(names: &[String]) -> Result<Vec<Mode>, BoxError> {
         .collect()
 }
 
-fn progress_bar() -> ProgressBar {
-    let pb = ProgressBar::new_spinner();
-    if let Ok(style) = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}") {
-        pb.set_style(style);
+/// The demo's one progress display (stderr): elapsed time, mode runs done out of all, and
+/// what is happening now. Every stage reports through it; without a terminal it draws nothing
+/// and the finished runs are printed as plain lines instead ([`run_modes`]).
+fn progress_bar(mode_runs: usize) -> ProgressBar {
+    let pb = ProgressBar::new(mode_runs as u64);
+    if let Ok(style) = ProgressStyle::with_template(
+        "{spinner} [{elapsed_precise}] {bar:20.cyan/blue} {pos}/{len} mode runs · {wide_msg}",
+    ) {
+        pb.set_style(style.progress_chars("=> "));
     }
     pb.enable_steady_tick(Duration::from_millis(120));
     pb
@@ -176,9 +183,12 @@ pub(crate) struct Setup {
     pub(crate) out: PathBuf,
     pub(crate) pb: ProgressBar,
     pub(crate) command: String,
+    pub(crate) started: std::time::SystemTime,
 }
 
-fn setup(args: &DemoArgs) -> Result<Setup, BoxError> {
+/// Validate the options shared by the mix and the scenarios; `mode_runs` is how many mode
+/// runs the progress display counts to.
+fn setup(args: &DemoArgs, mode_runs: usize) -> Result<Setup, BoxError> {
     if args.repeat == 0 {
         return Err("--repeat must be at least 1".into());
     }
@@ -207,8 +217,11 @@ fn setup(args: &DemoArgs) -> Result<Setup, BoxError> {
             log_dir: args.out.join("logs"),
         },
         out: args.out.clone(),
-        pb: progress_bar(),
-        command: std::env::args().collect::<Vec<_>>().join(" "),
+        pb: progress_bar(mode_runs),
+        command: machine::command_line(
+            std::env::args_os().map(|a| a.to_string_lossy().into_owned()),
+        ),
+        started: std::time::SystemTime::now(),
     })
 }
 
@@ -229,7 +242,7 @@ pub fn run(args: &DemoArgs) -> Result<(), BoxError> {
         return Err("--apps is empty".into());
     }
     let modes = parse_modes(&args.modes)?;
-    let mut s = setup(args)?;
+    let mut s = setup(args, modes.len() * args.repeat)?;
     let specs = label(&apps);
     // Helpers (hog, sleeper) in a mix run about as long as a typical application does.
     s.params.helper_s = 0.5 * args.scale;
@@ -267,6 +280,7 @@ pub(crate) fn run_modes(
     for rep in 0..repeat {
         for &m in modes {
             let r = mode::run_mode(m, specs, expected, &s.params, &s.pb)?;
+            s.pb.inc(1);
             let line = format!(
                 "{m:>16}{}: makespan {:.2} s{}",
                 if repeat > 1 {

@@ -1,26 +1,10 @@
 //! What the demo leaves behind: results.json, report.md and the SVG charts.
 
-use crate::{mode, report, svg, BoxError, Mode, ModeRun, Setup};
+use crate::machine::{iso8601, Machine};
+use crate::{report, svg, BoxError, Mode, ModeRun, Setup};
 use std::fmt::Write as _;
+use std::path::Path;
 use std::time::Duration;
-
-/// Describe this machine in one line.
-fn machine() -> String {
-    let cpus = mode::available_cpus();
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|s| s.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default();
-    format!("{cpus} CPUs ({model}), Linux {kernel}")
-}
 
 /// Write results.json, report.md and the charts; returns what was written, for the user.
 pub(crate) fn write_outputs(
@@ -32,43 +16,28 @@ pub(crate) fn write_outputs(
     took: Duration,
 ) -> Result<String, BoxError> {
     let out = &s.out;
+    let machine = Machine::this();
+    let date = iso8601(s.started);
     std::fs::write(
         out.join("results.json"),
         serde_json::to_string_pretty(&serde_json::json!({
             "title": title,
             "command": s.command,
-            "machine": machine(),
+            "date": date,
+            "took_s": took.as_secs_f64(),
+            "machine": machine,
             "summaries": summaries,
             "runs": runs,
         }))?,
     )?;
-    let mut charts = Vec::new();
-    for m in Mode::ALL {
-        if m == Mode::Batch {
-            continue;
-        }
-        if let Some(r) = runs.iter().rev().find(|r| r.mode == m) {
-            let name = format!("timeline-{}.svg", m.name());
-            std::fs::write(out.join(&name), svg::timeline(r, &format!("{m}: {title}")))?;
-            charts.push((m, name));
-        }
-    }
-    if !summaries.is_empty() {
-        std::fs::write(
-            out.join("makespan.svg"),
-            svg::makespans(summaries, &format!("Makespan per mode: {title}")),
-        )?;
-    }
+    let charts = write_charts(out, title, runs, summaries)?;
     let mut md = String::new();
     let _ = writeln!(md, "# partita demo: {title}\n");
     let _ = writeln!(md, "- command: `{}`", s.command);
-    let _ = writeln!(md, "- machine: {}", machine());
+    let _ = writeln!(md, "- machine: {machine}");
     let _ = writeln!(
         md,
-        "- date: {} (seconds since the epoch); the demo took {:.1} s",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
+        "- date: {date} (UTC); the demo took {:.1} s",
         took.as_secs_f64()
     );
     let _ = writeln!(
@@ -92,4 +61,32 @@ pub(crate) fn write_outputs(
         out.display(),
         charts.len()
     ))
+}
+
+/// The timeline of the last run of each mode but batch, and the makespans; returns the
+/// timelines written.
+fn write_charts(
+    out: &Path,
+    title: &str,
+    runs: &[ModeRun],
+    summaries: &[report::ModeSummary],
+) -> Result<Vec<(Mode, String)>, BoxError> {
+    let mut charts = Vec::new();
+    for m in Mode::ALL {
+        if m == Mode::Batch {
+            continue;
+        }
+        if let Some(r) = runs.iter().rev().find(|r| r.mode == m) {
+            let name = format!("timeline-{}.svg", m.name());
+            std::fs::write(out.join(&name), svg::timeline(r, &format!("{m}: {title}")))?;
+            charts.push((m, name));
+        }
+    }
+    if !summaries.is_empty() {
+        std::fs::write(
+            out.join("makespan.svg"),
+            svg::makespans(summaries, &format!("Makespan per mode: {title}")),
+        )?;
+    }
+    Ok(charts)
 }

@@ -131,7 +131,12 @@ pub fn run(name: &str, args: &DemoArgs) -> Result<(), BoxError> {
             .into())
         }
     };
-    let mut s = setup(args)?;
+    let modes = if args.modes.is_empty() {
+        vec![Mode::Uncontrolled, Mode::ProcessControl]
+    } else {
+        parse_modes(&args.modes)?
+    };
+    let mut s = setup(args, modes.len() * args.repeat)?;
     s.params.scale = scale;
     s.params.helper_s = helper_s;
     let mut specs = label(&apps);
@@ -140,11 +145,6 @@ pub fn run(name: &str, args: &DemoArgs) -> Result<(), BoxError> {
             sp.start_after = Duration::from_secs_f64(args.stagger * i as f64);
         }
     }
-    let modes = if args.modes.is_empty() {
-        vec![Mode::Uncontrolled, Mode::ProcessControl]
-    } else {
-        parse_modes(&args.modes)?
-    };
     let wp = workload_params(Some(s.params.threads), scale, args.spin_us, helper_s)?;
     let expected = references(&apps, &wp, &s.params.exe, &s.out, &s.pb)?;
     let started = Instant::now();
