@@ -13,14 +13,15 @@
 //! - [`server`]: the loop that applies the policy;
 //! - [`link`]: registration with the manager;
 //! - [`makeargs`]: taking `-jN` out of a make command line;
+//! - [`stamps`]: jobs that stamp their start and end, and the analysis of the stamps;
 //! - [`threads_env`]: `partita run --threads-env`, start-time sizing of OpenMP and friends.
 //!
 //! Limits (the protocol's, documented rather than hidden): a client's implicit slot cannot be
 //! taken away, so a build always runs at least one job per top-level client, even with an
 //! allocation of 0; shrinking waits for tokens to come back, so a long job keeps its CPU until
 //! it ends; the protocol does not say who holds a token, so a token is written off as leaked
-//! only when more tokens are out than the build's tree has tasks below the command for
-//! [`server::LEAK_CONFIRM`] (a client killed while holding tokens), and at the latest when the
+//! only when more tokens are out than the build's live clients can hold (their jobs, see
+//! [`procscan`]) for [`server::LEAK_CONFIRM`] (a client killed while holding tokens), and at the latest when the
 //! command exits (the fifo goes away with every token).
 
 #![warn(missing_docs)]
@@ -33,6 +34,7 @@ pub mod makeargs;
 pub mod policy;
 pub mod procscan;
 pub mod server;
+pub mod stamps;
 mod sys;
 pub mod threads_env;
 

@@ -42,8 +42,8 @@ pub struct Observation {
     pub in_pipe: u32,
     /// Tokens the allocation allows ([`tokens_allowed`]).
     pub allowed: u32,
-    /// Tasks (threads) of the build's processes other than the command itself, when the build's
-    /// process tree could be read: every token held is held for one of them.
+    /// Most tokens the build's live clients can hold ([`crate::procscan::TreeScan`]'s
+    /// `tokens_justified`), when the build's process tree could be read.
     pub live_jobs: Option<u32>,
     /// Whether tokens out have exceeded `live_jobs` long enough to be written off.
     pub leak_confirmed: bool,

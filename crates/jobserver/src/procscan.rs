@@ -9,6 +9,13 @@
 //! server is the build's parent, so it may read these (ptrace access of an ancestor or of the
 //! same user). What cannot be seen (another user's process, a busy-polling client) counts as
 //! not waiting: the estimate errs low, never high.
+//!
+//! Tokens a live client can justify: a client (a process with the fifo open) runs one job
+//! without a token and one per token, and its jobs are its child processes (make, cargo) or
+//! its threads (rustc's codegen threads). So a client with `c` children and `t` threads holds
+//! at most `c + t - 2` tokens (`c - 1` for single-threaded make); the sum over live clients
+//! bounds the tokens that can legitimately be out. More out than that, for long enough, means
+//! a client died holding tokens.
 
 use std::collections::HashMap;
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -18,17 +25,24 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 pub struct TreeScan {
     /// Processes in the tree (the command and its descendants).
     pub processes: u32,
-    /// Tasks (threads) of every process in the tree except the command itself.
-    pub tasks_below_root: u32,
+    /// Processes with the jobserver fifo open.
+    pub clients: u32,
+    /// Most tokens the live clients can hold: Σ over clients of `children + threads - 2`.
+    pub tokens_justified: u32,
     /// Tasks blocked waiting for a token.
     pub waiting: u32,
 }
 
 /// Pids of `root` and its descendants (empty if `root` is gone).
 pub fn tree(root: i32) -> Vec<i32> {
+    tree_with_children(root).0
+}
+
+/// The tree and each of its processes' children.
+fn tree_with_children(root: i32) -> (Vec<i32>, HashMap<i32, Vec<i32>>) {
     let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
     let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
+        return (Vec::new(), children);
     };
     for e in dir.flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
@@ -39,7 +53,7 @@ pub fn tree(root: i32) -> Vec<i32> {
         }
     }
     if !std::path::Path::new(&format!("/proc/{root}")).exists() {
-        return Vec::new();
+        return (Vec::new(), children);
     }
     let mut out = vec![root];
     let mut i = 0;
@@ -49,7 +63,7 @@ pub fn tree(root: i32) -> Vec<i32> {
         }
         i += 1;
     }
-    out
+    (out, children)
 }
 
 /// Parent pid from `/proc/PID/stat` (the command name may contain spaces and parentheses).
@@ -73,19 +87,32 @@ pub fn tasks(pid: i32) -> Vec<i32> {
 /// Scan the tree under `root` for tasks and token waiters on the fifo `fifo` (device, inode).
 pub fn scan(root: i32, fifo: (u64, u64)) -> TreeScan {
     let mut s = TreeScan::default();
-    for pid in tree(root) {
+    let (pids, children) = tree_with_children(root);
+    for pid in pids {
         s.processes += 1;
         let mut is_ours: HashMap<i32, bool> = HashMap::new();
-        for tid in tasks(pid) {
-            if pid != root {
-                s.tasks_below_root += 1;
-            }
+        let threads = tasks(pid);
+        for &tid in &threads {
             if waits_for_token(pid, tid, fifo, &mut is_ours) {
                 s.waiting += 1;
             }
         }
+        if has_open(pid, fifo) {
+            s.clients += 1;
+            let c = children.get(&pid).map_or(0, Vec::len) + threads.len();
+            s.tokens_justified += c.saturating_sub(2) as u32;
+        }
     }
     s
+}
+
+/// Whether `pid` has the fifo open on some descriptor.
+fn has_open(pid: i32, fifo: (u64, u64)) -> bool {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    dir.flatten()
+        .any(|e| std::fs::metadata(e.path()).is_ok_and(|m| (m.dev(), m.ino()) == fifo))
 }
 
 /// The system call a task is blocked in: number and the first three arguments.
@@ -191,8 +218,10 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         assert_eq!(seen.waiting, 1, "{seen:?}");
-        assert!(
-            seen.processes >= 2 && seen.tasks_below_root >= 1,
+        // `head` has the fifo open and no job: it may hold no token.
+        assert_eq!(
+            (seen.processes, seen.clients, seen.tokens_justified),
+            (2, 1, 0),
             "{seen:?}"
         );
         // Give it its token: it stops waiting.

@@ -337,7 +337,7 @@ impl Server<'_> {
         let scan = procscan::scan(self.root, self.pipe.identity());
         let out = policy::tokens_out(self.circulation, in_pipe);
         // A tree that could not be read (the command just exited) proves nothing.
-        let live = (scan.processes > 0).then_some(scan.tasks_below_root);
+        let live = (scan.processes > 0).then_some(scan.tokens_justified);
         if policy::leak_suspected(out, live) {
             self.leak_since.get_or_insert_with(Instant::now);
         } else {
