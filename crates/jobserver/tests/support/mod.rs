@@ -23,11 +23,13 @@ pub fn scratch(name: &str) -> PathBuf {
 /// A manager managing 2 CPUs; only registered applications and `partita run` processes count
 /// (the build's jobs are the build's, not uncontrolled load).
 pub fn manager(dir: &Path) -> ManagerHandle {
-    let mut cfg = Config::default();
-    cfg.cpus = "0-1".into();
-    cfg.uncontrolled = Uncontrolled::Tracked;
-    cfg.cgroups = false;
-    cfg.realloc_period_ms = PERIOD_MS;
+    let cfg = Config {
+        cpus: "0-1".into(),
+        uncontrolled: Uncontrolled::Tracked,
+        cgroups: false,
+        realloc_period_ms: PERIOD_MS,
+        ..Default::default()
+    };
     let h = spawn_in_process(cfg, dir.join("m.sock")).unwrap();
     assert_eq!(
         h.status().cpus_managed,
