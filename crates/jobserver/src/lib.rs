@@ -156,7 +156,7 @@ pub fn options(args: &JobserverRunArgs) -> Result<(server::Options, Vec<OsString
         fifo: args.fifo.clone().unwrap_or_else(fifo::default_path),
         style: args.jobserver_style,
         confine: !args.no_confine,
-        tick: Duration::from_millis(10),
+        tick: Duration::from_millis(20),
         handle_signals: true,
     };
     Ok((opts, cmd))
