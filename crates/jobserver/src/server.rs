@@ -217,10 +217,11 @@ pub fn serve(
         source,
     })?;
     if opts.handle_signals {
-        crate::sys::catch_termination().map_err(|source| Error::Sys {
-            call: "sigaction",
-            source,
-        })?;
+        // Without the handlers the build still runs; only a SIGTERM to the server would leave
+        // the fifo behind.
+        if let Err(e) = crate::sys::catch_termination() {
+            tracing::warn!(error = %e, "partita: sigaction failed; signals are not forwarded");
+        }
     }
     let mut s = Server {
         opts,

@@ -148,3 +148,33 @@ fn garbage_written_into_the_jobserver_is_drained() {
     );
     assert!(!dir.join("js.fifo").exists());
 }
+
+/// SIGTERM to the server reaches the command; the server outlives it and removes the fifo.
+#[test]
+fn sigterm_is_forwarded_and_the_fifo_removed() {
+    let dir = scratch("sigterm");
+    let fifo = dir.join("js.fifo");
+    let mut child = Command::new(BIN)
+        .current_dir(&dir)
+        .env("PARTITA", "off")
+        .args(["run", "--fifo"])
+        .arg(&fifo)
+        .args(["--", "sleep", "30"])
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    while !fifo.exists() {
+        assert!(t.elapsed().as_secs() < 20, "the fifo never appeared");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // Let the server install its handlers (right after it starts the command).
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + 15), "{status:?}");
+    assert!(!fifo.exists(), "the fifo leaked");
+}
