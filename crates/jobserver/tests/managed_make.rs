@@ -41,6 +41,10 @@ fn make_j16_follows_the_allocation_beside_a_runtime_program() {
         samples.iter().any(|&(_, a)| a == 1),
         "the program never shared the CPUs with the build: {samples:?}"
     );
+    assert!(
+        samples.iter().any(|&(_, a)| a == 2),
+        "the build never grew when the program finished (are waiting clients seen?): {samples:?}"
+    );
     let excess = stamps::longest_excess(&iv, &samples);
     let t0 = iv.iter().map(|i| i.0).min().unwrap_or(0);
     let changes: Vec<(u64, u32)> = samples

@@ -119,3 +119,47 @@ impl Sampler {
         std::mem::take(&mut *self.samples.lock().unwrap())
     }
 }
+
+/// A workspace of `crates` small crates whose `wrap.sh` (a `RUSTC_WRAPPER`) stamps every
+/// compilation of one of them into `stamps`.
+pub fn generate_workspace(root: &Path, stamps: &Path, crates: usize) {
+    let members: Vec<String> = (0..crates).map(|i| format!("\"c{i}\"")).collect();
+    std::fs::write(
+        root.join("Cargo.toml"),
+        format!(
+            "[workspace]\nmembers = [{}]\nresolver = \"2\"\n",
+            members.join(", ")
+        ),
+    )
+    .unwrap();
+    for i in 0..crates {
+        let c = root.join(format!("c{i}"));
+        std::fs::create_dir_all(c.join("src")).unwrap();
+        std::fs::write(
+            c.join("Cargo.toml"),
+            format!("[package]\nname = \"c{i}\"\nversion = \"0.1.0\"\nedition = \"2021\"\n"),
+        )
+        .unwrap();
+        // Enough code for rustc to work a little: 150 small monomorphised functions.
+        let mut src = String::from("pub fn mix<T: Into<u64>>(x: T, k: u64) -> u64 { let mut s = x.into(); for i in 0..k { s = s.rotate_left(7) ^ i.wrapping_mul(0x9E37_79B9); } s }\n");
+        for f in 0..150 {
+            src.push_str(&format!(
+                "pub fn f{f}(x: u32) -> u64 {{ mix(x, {f}) + mix(x as u16, {f}) }}\n"
+            ));
+        }
+        std::fs::write(c.join("src/lib.rs"), src).unwrap();
+    }
+    let wrapper = root.join("wrap.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nd={d}\ncase \"$*\" in *--crate-name\\ c*) t=1;; *) t=;; esac\n\
+             [ -n \"$t\" ] && date +%s%N > $d/st.$$\n\"$@\"; rc=$?\n\
+             [ -n \"$t\" ] && date +%s%N > $d/en.$$\nexit $rc\n",
+            d = stamps.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
