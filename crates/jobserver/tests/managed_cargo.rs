@@ -31,7 +31,7 @@ fn cargo_build_j16_completes_and_follows_the_allocation() {
         .spawn()
         .unwrap();
     let sampler = Sampler::start(&h, build.id() as i32);
-    burn(&pool, 2000, 150_000);
+    burn(&pool, 2000, 300_000);
     let status = build.wait().unwrap();
     let samples = sampler.finish();
     assert!(status.success());

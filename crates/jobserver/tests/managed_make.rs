@@ -29,7 +29,7 @@ fn make_j16_follows_the_allocation_beside_a_runtime_program() {
         .unwrap();
     let sampler = Sampler::start(&h, build.id() as i32);
     // The program: a few hundred ms of CPU in 2000 tasks.
-    burn(&pool, 2000, 150_000);
+    burn(&pool, 2000, 300_000);
     let status = build.wait().unwrap();
     let samples = sampler.finish();
     assert!(status.success());
