@@ -230,6 +230,20 @@ fn main() -> ExitCode {
             .collect();
         println!("| ratio {mode}/plain | {} |", ratios.join(" | "));
     }
+    // Paired: each repetition's ratio (the two modes ran back to back), then the median.
+    for mode in modes.iter().copied().filter(|m| *m != "plain") {
+        let of = |m: &str| runs.iter().filter(move |(x, _)| *x == m).map(|(_, r)| *r);
+        let mut paired: Vec<f64> = of(mode)
+            .zip(of("plain"))
+            .map(|(a, b)| a.both.as_secs_f64() / b.both.as_secs_f64())
+            .collect();
+        paired.sort_by(f64::total_cmp);
+        println!(
+            "paired {mode}/plain both-done ratios (sorted): {:.2?}; median {:.2}",
+            paired,
+            paired[paired.len() / 2]
+        );
+    }
     drop(pool);
     let _ = manager.shutdown();
     let _ = std::fs::remove_dir_all(&dir);
