@@ -232,8 +232,14 @@ fn main() -> ExitCode {
     }
     // Paired: each repetition's ratio (the two modes ran back to back), then the median.
     for mode in modes.iter().copied().filter(|m| *m != "plain") {
-        let of = |m: &str| runs.iter().filter(move |(x, _)| *x == m).map(|(_, r)| *r);
+        let of = |m: &'static str| -> Vec<Run> {
+            runs.iter()
+                .filter(|(x, _)| *x == m)
+                .map(|(_, r)| *r)
+                .collect()
+        };
         let mut paired: Vec<f64> = of(mode)
+            .into_iter()
             .zip(of("plain"))
             .map(|(a, b)| a.both.as_secs_f64() / b.both.as_secs_f64())
             .collect();
