@@ -33,6 +33,24 @@ pub fn demand(out: u32, waiting: u32, pool: u32) -> u32 {
         .max(1)
 }
 
+/// Clients waiting for a token: as seen in `/proc` when the clients' system-call state can be
+/// read; otherwise a probe: one waiter whenever the fifo is empty (every token is out), none
+/// when a token lies unused in it. The probe asks for one CPU more while the build uses every
+/// token it has, and gives it back once a token goes unused.
+///
+/// ```
+/// use partita_jobserver::policy::waiting;
+/// assert_eq!(waiting(Some(3), 0), 3);
+/// assert_eq!(waiting(None, 0), 1);
+/// assert_eq!(waiting(None, 2), 0);
+/// ```
+pub fn waiting(seen: Option<u32>, in_pipe: u32) -> u32 {
+    match seen {
+        Some(n) => n,
+        None => u32::from(in_pipe == 0),
+    }
+}
+
 /// What the server saw in one tick.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Observation {

@@ -31,6 +31,9 @@ pub struct TreeScan {
     pub tokens_justified: u32,
     /// Tasks blocked waiting for a token.
     pub waiting: u32,
+    /// Whether the system-call state of some client could be read (if not, `waiting` is 0
+    /// because nothing could be seen, and [`crate::policy::waiting`] falls back).
+    pub waiters_visible: bool,
 }
 
 /// Pids of `root` and its descendants (empty if `root` is gone).
@@ -99,6 +102,7 @@ pub fn scan(root: i32, fifo: (u64, u64)) -> TreeScan {
         }
         if has_open(pid, fifo) {
             s.clients += 1;
+            s.waiters_visible |= std::fs::read(format!("/proc/{pid}/syscall")).is_ok();
             let c = children.get(&pid).map_or(0, Vec::len) + threads.len();
             s.tokens_justified += c.saturating_sub(2) as u32;
         }
@@ -218,6 +222,7 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         assert_eq!(seen.waiting, 1, "{seen:?}");
+        assert!(seen.waiters_visible);
         // `head` has the fifo open and no job: it may hold no token.
         assert_eq!(
             (seen.processes, seen.clients, seen.tokens_justified),

@@ -389,7 +389,8 @@ impl Server<'_> {
         }
         let out = policy::tokens_out(self.circulation, now_in_pipe);
         self.max_out = self.max_out.max(out);
-        let demand = policy::demand(out, scan.waiting, self.opts.pool);
+        let seen = (scan.waiters_visible || scan.clients == 0).then_some(scan.waiting);
+        let demand = policy::demand(out, policy::waiting(seen, now_in_pipe), self.opts.pool);
         self.link.report(demand, out);
         let st = TokenStatus {
             out,
