@@ -78,6 +78,26 @@ pub struct JobserverRunArgs {
     pub command: Vec<OsString>,
 }
 
+impl JobserverRunArgs {
+    /// Defaults for everything but the command (for a CLI that builds the arguments itself).
+    ///
+    /// ```
+    /// let a = partita_jobserver::JobserverRunArgs::new(vec!["make".into(), "-j8".into()]);
+    /// assert_eq!(partita_jobserver::options(&a).unwrap().0.pool, 8);
+    /// ```
+    pub fn new(command: Vec<OsString>) -> Self {
+        JobserverRunArgs {
+            partition: None,
+            socket: None,
+            jobs: None,
+            fifo: None,
+            jobserver_style: Style::Auto,
+            no_confine: false,
+            command,
+        }
+    }
+}
+
 /// `partita run --threads-env [OPTIONS] -- CMD ...`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ThreadsEnvArgs {
@@ -90,6 +110,22 @@ pub struct ThreadsEnvArgs {
     /// The command and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,
+}
+
+impl ThreadsEnvArgs {
+    /// Defaults for everything but the command.
+    ///
+    /// ```
+    /// let a = partita_jobserver::ThreadsEnvArgs::new(vec!["true".into()]);
+    /// assert!(a.partition.is_none());
+    /// ```
+    pub fn new(command: Vec<OsString>) -> Self {
+        ThreadsEnvArgs {
+            partition: None,
+            socket: None,
+            command,
+        }
+    }
 }
 
 /// The manager socket to use, or `None` (standalone) when `PARTITA=off` or nothing is there.
