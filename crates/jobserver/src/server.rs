@@ -153,6 +153,8 @@ pub fn resolve_style(style: Style) -> Style {
 /// assert_eq!(f, "k -j4 --jobserver-fds=5,6 --jobserver-auth=5,6");
 /// let f = makeflags(None, Style::Fifo, 4, "/run/j.fifo".as_ref(), (5, 6));
 /// assert_eq!(f, " -j4 --jobserver-auth=fifo:/run/j.fifo");
+/// let f = makeflags(Some("k -- CC=gcc"), Style::Fifo, 2, "/j".as_ref(), (5, 6));
+/// assert_eq!(f, "k -j2 --jobserver-auth=fifo:/j -- CC=gcc");
 /// ```
 pub fn makeflags(
     existing: Option<&str>,
@@ -161,8 +163,13 @@ pub fn makeflags(
     fifo: &std::path::Path,
     (r, w): (i32, i32),
 ) -> String {
-    let kept: Vec<&str> = existing
-        .unwrap_or("")
+    // Words after ` -- ` are command-line variable definitions: ours go before them.
+    let existing = existing.unwrap_or("");
+    let (flags, vars) = match existing.find(" -- ") {
+        Some(i) => (&existing[..i], &existing[i..]),
+        None => (existing, ""),
+    };
+    let kept: Vec<&str> = flags
         .split_whitespace()
         .filter(|w| !w.starts_with("-j") && !w.starts_with("--jobserver"))
         .collect();
@@ -170,7 +177,7 @@ pub fn makeflags(
         Style::Pipe => format!("-j{pool} --jobserver-fds={r},{w} --jobserver-auth={r},{w}"),
         _ => format!("-j{pool} --jobserver-auth=fifo:{}", fifo.display()),
     };
-    format!("{} {ours}", kept.join(" "))
+    format!("{} {ours}{vars}", kept.join(" "))
 }
 
 /// Run `cmd` (program and arguments) under a jobserver until it exits.
@@ -288,7 +295,19 @@ impl Server<'_> {
                     })
                 }
             }
-            let (st, shrinking) = self.tick()?;
+            let (st, shrinking) = match self.tick() {
+                Ok(t) => t,
+                Err(e) => {
+                    // The tokens already out keep the build going; wait for it rather than
+                    // orphan it.
+                    tracing::warn!(error = %e, "partita: jobserver stopped managing tokens; waiting for the command");
+                    self.link.close();
+                    return self.child.wait().map_err(|source| Error::Io {
+                        call: "waitpid",
+                        source,
+                    });
+                }
+            };
             if let Some(c) = cell {
                 c.set(st);
             }
