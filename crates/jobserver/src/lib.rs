@@ -22,7 +22,12 @@
 //! it ends; the protocol does not say who holds a token, so a token is written off as leaked
 //! only when more tokens are out than the build's live clients can hold (their jobs, see
 //! [`procscan`]) for [`server::LEAK_CONFIRM`] (a client killed while holding tokens), and at the latest when the
-//! command exits (the fifo goes away with every token).
+//! command exits (the fifo goes away with every token). Jobs orphaned by a killed client (a
+//! sub-make killed while its jobs run) leave the tree; their tokens are reclaimed while they
+//! may still run, so the build can exceed its allocation until they end. Processes that
+//! leave the tree on purpose (`setsid` daemons, a compiler server) are invisible the same way.
+//! The server itself must outlive the build: SIGTERM/SIGHUP are forwarded to the command and
+//! SIGINT/SIGQUIT ignored (the terminal sends them to the command too).
 
 #![warn(missing_docs)]
 
