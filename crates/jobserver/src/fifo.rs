@@ -105,7 +105,7 @@ impl TokenPipe {
     }
 
     /// Descriptor numbers `(read, write)` for the pipe form; they are close-on-exec until
-    /// [`crate::sys`] clears the flag in the child.
+    /// the server clears the flag in the child between fork and exec.
     pub fn client_fds(&self) -> (RawFd, RawFd) {
         (self.client_read.as_raw_fd(), self.client_write.as_raw_fd())
     }
