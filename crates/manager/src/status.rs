@@ -100,6 +100,10 @@ pub struct AppStatus {
     pub active: u32,
     /// CPU set published.
     pub cpus: Vec<usize>,
+    /// NUMA nodes of those CPUs (more than one only when its count does not fit in a node
+    /// or the nodes are full).
+    #[serde(default)]
+    pub nodes: Vec<u32>,
     /// Level-2 policy of its partition.
     pub policy: PolicyKind,
     /// Where its demand and counters come from (`self-report`: the control page; no hardware
@@ -185,14 +189,24 @@ impl Status {
         let _ = writeln!(s);
         let _ = writeln!(
             s,
-            "{:>7} {:<16} {:<12} {:>4} {:>6} {:>6} {:>6} {:<12} {:<14} COUNTERS",
-            "PID", "NAME", "PARTITION", "POOL", "DEMAND", "TARGET", "ACTIVE", "CPUS", "POLICY"
+            "{:>7} {:<16} {:<12} {:>4} {:>6} {:>6} {:>6} {:<12} {:<6} {:<14} COUNTERS",
+            "PID",
+            "NAME",
+            "PARTITION",
+            "POOL",
+            "DEMAND",
+            "TARGET",
+            "ACTIVE",
+            "CPUS",
+            "NODES",
+            "POLICY"
         );
         for a in &self.applications {
             let set: partita_protocol::CpuSet = a.cpus.iter().copied().collect();
+            let nodes: Vec<String> = a.nodes.iter().map(u32::to_string).collect();
             let _ = writeln!(
                 s,
-                "{:>7} {:<16} {:<12} {:>4} {:>6} {:>6} {:>6} {:<12} {:<14} {}",
+                "{:>7} {:<16} {:<12} {:>4} {:>6} {:>6} {:>6} {:<12} {:<6} {:<14} {}",
                 a.pid,
                 a.name,
                 a.partition,
@@ -201,6 +215,7 @@ impl Status {
                 a.target,
                 a.active,
                 set.to_string(),
+                nodes.join(","),
                 a.policy.to_string(),
                 a.counter_source
             );
