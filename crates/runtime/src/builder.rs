@@ -37,6 +37,7 @@ pub struct ThreadPoolBuilder {
     pub(crate) breadth_first: bool,
     pub(crate) process_control: ProcessControl,
     ready_queues: Option<Policies>,
+    pub(crate) numa_follow: Option<bool>,
 }
 
 impl ThreadPoolBuilder {
@@ -252,6 +253,19 @@ impl ThreadPoolBuilder {
     /// ```
     pub fn ready_queues(mut self, enqueue: EnqueuePolicy, dequeue: DequeuePolicy) -> Self {
         self.ready_queues = Some(Policies { enqueue, dequeue });
+        self
+    }
+
+    /// Whether memory registered with the pool (`ThreadPool::node_vec`) follows its CPUs to
+    /// another NUMA node when the manager moves them (default: yes; a background thread
+    /// moves it, never a worker).
+    ///
+    /// ```
+    /// let pool = partita_runtime::ThreadPoolBuilder::new().numa_follow(false).build().unwrap();
+    /// assert!(!pool.numa_report().follow);
+    /// ```
+    pub fn numa_follow(mut self, follow: bool) -> Self {
+        self.numa_follow = Some(follow);
         self
     }
 
