@@ -112,7 +112,7 @@ pub use broadcast::{broadcast, spawn_broadcast, BroadcastContext};
 pub use builder::{ThreadPoolBuildError, ThreadPoolBuilder};
 pub use control::{Need, ProcessControl};
 pub use join::{join, join_context, FnContext};
-pub use numa::{FollowOutcome, NumaReport, PoolMemError, PoolVec};
+pub use numa::{FollowOutcome, NumaReport, PoolMemError, PoolVec, SamplerParams, SamplerReport};
 pub use partita_queues::{DequeuePolicy, EnqueuePolicy};
 pub use scope::{in_place_scope, in_place_scope_fifo, scope, scope_fifo, Scope, ScopeFifo};
 pub use spawn::{spawn, spawn_fifo};

@@ -98,3 +98,22 @@ fn migrate_to_own_node_counts_every_page() {
         .to_string()
         .starts_with(&format!("numa-follow: 8 of 8 pages on node {node} after")));
 }
+
+#[test]
+fn sampler_is_opt_in_and_a_one_node_no_op_says_why() {
+    let p = pool();
+    let v = p.node_vec(4 * 4096, |i| i as u8).unwrap();
+    v.hint(0..v.len(), false); // before the sampler: ignored
+    #[allow(clippy::reversed_empty_ranges)] // bad input on purpose
+    v.hint(10..5, true); // empty range: ignored
+    v.hint(0..usize::MAX, false); // clipped, no panic
+    assert_eq!(p.numa_report().sampler, None);
+    p.start_numa_sampler(partita_runtime::SamplerParams::default())
+        .unwrap();
+    if partita_numa::online_nodes().len() < 2 {
+        std::thread::sleep(std::time::Duration::from_millis(250));
+        let r = p.numa_report();
+        assert_eq!(r.sampler, None, "no sampler on one node");
+        assert!(r.inactive_reason.is_some());
+    }
+}

@@ -8,12 +8,15 @@
 
 mod follow;
 mod mover;
+mod sampler;
+
+pub use sampler::{SamplerParams, SamplerReport};
 
 use std::fmt;
-use std::ops::{Deref, DerefMut};
+use std::ops::{Deref, DerefMut, Range};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use partita_numa::{NodeVec, NumaError, PageRange, PageStatus, Placement, Topology};
 
@@ -107,13 +110,17 @@ pub struct NumaReport {
     pub trigger: Option<u32>,
     /// The last pass that found pages to move.
     pub last_follow: Option<FollowOutcome>,
+    /// What the opt-in sampler did (`None`: not started).
+    pub sampler: Option<SamplerReport>,
 }
 
 /// One registered region.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone)]
 struct Region {
     id: u64,
     range: PageRange,
+    /// The sampler's counters and page homes for it (empty until the sampler starts).
+    sampling: sampler::Slot,
 }
 
 /// Per-pool state (a field of the registry).
@@ -122,7 +129,9 @@ pub(crate) struct PoolNuma {
     regions: Mutex<Vec<Region>>,
     next_id: AtomicU64,
     follower_started: AtomicBool,
+    sampler_started: AtomicBool,
     stop: AtomicBool,
+    clock: Instant,
     report: Mutex<NumaReport>,
     topo: OnceLock<Option<Topology>>,
 }
@@ -134,7 +143,9 @@ impl PoolNuma {
             regions: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
             follower_started: AtomicBool::new(false),
+            sampler_started: AtomicBool::new(false),
             stop: AtomicBool::new(false),
+            clock: Instant::now(),
             report: Mutex::new(NumaReport::default()),
             topo: OnceLock::new(),
         }
@@ -174,12 +185,22 @@ impl PoolNuma {
         self.report.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn register(&self, range: Option<PageRange>) -> u64 {
+    fn now_ns(&self) -> u64 {
+        sampler::ns_since(self.clock)
+    }
+
+    fn register(&self, range: Option<PageRange>) -> (u64, sampler::Slot) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let sampling = sampler::Slot::default();
         if let Some(range) = range {
-            self.lock_regions().push(Region { id, range });
+            let sampling = sampling.clone();
+            self.lock_regions().push(Region {
+                id,
+                range,
+                sampling,
+            });
         }
-        id
+        (id, sampling)
     }
 
     fn unregister(&self, id: u64) {
@@ -220,6 +241,7 @@ impl Drop for PoolNuma {
 pub struct PoolVec<T> {
     id: u64,
     numa: Arc<PoolNuma>,
+    slot: sampler::Slot,
     vec: NodeVec<T>,
 }
 
@@ -227,6 +249,29 @@ impl<T> PoolVec<T> {
     /// The region's id in its pool.
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// Access hint for the opt-in sampler ([`ThreadPool::start_numa_sampler`]): the caller
+    /// (on whatever node it runs) touched `elements`, writing if `write`. A no-op until the
+    /// sampler starts; out-of-range elements are clipped.
+    pub fn hint(&self, elements: Range<usize>, write: bool) {
+        let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        let (Some(s), Some(node)) = (slot.as_mut(), partita_numa::current_node()) else {
+            return;
+        };
+        let end = elements.end.min(self.vec.len());
+        if elements.start >= end {
+            return;
+        }
+        let size = std::mem::size_of::<T>();
+        let addr = self.vec.as_ptr() as usize + elements.start * size;
+        s.touch(
+            addr,
+            (end - elements.start) * size,
+            node as usize,
+            write,
+            self.numa.now_ns(),
+        );
     }
 
     /// Where each page of the vector is (`move_pages` query; empty for an empty vector).
@@ -309,11 +354,16 @@ impl ThreadPool {
             }
         };
         let vec = NodeVec::from_fn(len, placement, f)?;
-        let id = numa.register(vec.pages());
+        let (id, slot) = numa.register(vec.pages());
         if numa.follow && numa.inactive_reason().is_none() {
             mover::ensure_follower(&numa, Arc::downgrade(&self.registry));
         }
-        Ok(PoolVec { id, numa, vec })
+        Ok(PoolVec {
+            id,
+            numa,
+            slot,
+            vec,
+        })
     }
 
     /// Moves the pages of `v` to `node` now, on the calling thread, and reports how many
@@ -345,8 +395,29 @@ impl ThreadPool {
                 ..Default::default()
             });
         };
-        let region = Region { id: v.id, range };
+        let region = Region {
+            id: v.id,
+            range,
+            sampling: v.slot.clone(),
+        };
         Ok(mover::move_regions(&v.numa, &[region], node)?)
+    }
+
+    /// Starts Verghese's policy over this pool's registered regions (opt-in): every
+    /// `params.interval` a background thread runs `decide()` on the access counts that
+    /// [`PoolVec::hint`] recorded and migrates pages to the node that uses them. On a
+    /// one-node machine it does not start ([`NumaReport::inactive_reason`] says why).
+    pub fn start_numa_sampler(&self, params: SamplerParams) -> Result<(), PoolMemError> {
+        if let Some(why) = self.registry.numa.inactive_reason() {
+            tracing::info!("numa sampler not started: {why}");
+            return Ok(());
+        }
+        sampler::start(&self.registry.numa, params).map_err(|e| {
+            PoolMemError::Numa(NumaError::Os {
+                call: "start_numa_sampler",
+                source: e,
+            })
+        })
     }
 
     /// The pool's NUMA memory state: nodes, regions, pages moved, the last follow pass.

@@ -1,0 +1,381 @@
+//! The two-NUMA-node guest's manager-and-application scenario (issue 14): a partita manager
+//! (in this process) and two applications (this binary again, `app NAME`, talking over
+//! stdin/stdout). The manager places application A on node 0, where A allocates registered
+//! pool memory; A idles, B takes node 0, A wakes and is placed on node 1, and A's memory
+//! must follow: ≥ 95% of its pages on node 1 within 1 s, with the runtime's
+//! `numa-follow: …` line. Output: `PARTITA-NUMA CHECK follow_* PASS|FAIL detail`,
+//! `PARTITA-NUMA INFO …`, and `PARTITA-NUMA FOLLOW-DONE checks=N failed=F`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use partita_runtime::{PoolVec, ThreadPool, ThreadPoolBuilder};
+
+/// Pages of A's registered region (1 MiB: about 25 ms of moves at TCG's ~100 µs per page).
+const PAGES: usize = 256;
+const WAIT: Duration = Duration::from_secs(30);
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("app") {
+        app();
+    } else {
+        manager_side();
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// The application side: a one-worker pool following the manager, driven by line commands.
+
+fn app() {
+    let pool = Arc::new(
+        ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .expect("pool builds"),
+    );
+    let busy = Arc::new(AtomicBool::new(true));
+    let data: Arc<std::sync::Mutex<Option<Arc<PoolVec<u64>>>>> = Arc::default();
+    {
+        let (pool, busy, data) = (pool.clone(), busy.clone(), data.clone());
+        std::thread::spawn(move || work(&pool, &busy, &data));
+    }
+    let stdin = std::io::stdin();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { break };
+        let reply = match line.trim() {
+            "busy" => {
+                busy.store(true, Ordering::Relaxed);
+                "ok".to_string()
+            }
+            "idle" => {
+                busy.store(false, Ordering::Relaxed);
+                "ok".to_string()
+            }
+            "alloc" => match pool.node_vec(PAGES * 512, |i| i as u64) {
+                Ok(v) => {
+                    *data.lock().unwrap() = Some(Arc::new(v));
+                    "ok".to_string()
+                }
+                Err(e) => format!("error {e}"),
+            },
+            "nodes" => nodes_line(&data),
+            "report" => {
+                let r = pool.numa_report();
+                match r.last_follow {
+                    Some(f) => format!("follow {f}"),
+                    None => format!("none trigger={:?} why={:?}", r.trigger, r.inactive_reason),
+                }
+            }
+            _ => break,
+        };
+        println!("{reply}");
+        let _ = std::io::stdout().flush();
+    }
+}
+
+/// Keeps the pool busy (demand 1) while `busy`, reading the registered memory.
+fn work(pool: &ThreadPool, busy: &AtomicBool, data: &std::sync::Mutex<Option<Arc<PoolVec<u64>>>>) {
+    loop {
+        if !busy.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(5));
+            continue;
+        }
+        let v = data.lock().unwrap().clone();
+        pool.install(|| {
+            let t = Instant::now();
+            let mut s = 0u64;
+            while t.elapsed() < Duration::from_millis(20) {
+                if let Some(v) = &v {
+                    s = s.wrapping_add(v.iter().step_by(512).sum::<u64>());
+                }
+                std::hint::spin_loop();
+            }
+            std::hint::black_box(s);
+        });
+    }
+}
+
+fn nodes_line(data: &std::sync::Mutex<Option<Arc<PoolVec<u64>>>>) -> String {
+    let Some(v) = data.lock().unwrap().clone() else {
+        return "error nothing allocated".into();
+    };
+    match v.page_nodes() {
+        Ok(st) => {
+            let on = |n| st.iter().filter(|s| s.node() == Some(n)).count();
+            format!("nodes {} {} {}", on(0), on(1), st.len())
+        }
+        Err(e) => format!("error {e}"),
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// The manager side.
+
+struct App {
+    child: Child,
+    to: ChildStdin,
+    from: BufReader<ChildStdout>,
+}
+
+impl App {
+    fn start(name: &str, socket: &std::path::Path) -> std::io::Result<App> {
+        let mut child = Command::new(std::env::current_exe()?)
+            .arg("app")
+            .env("PARTITA_SOCKET", socket)
+            .env("PARTITA_NAME", name)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()?;
+        let to = child.stdin.take().ok_or(std::io::ErrorKind::BrokenPipe)?;
+        let from = BufReader::new(child.stdout.take().ok_or(std::io::ErrorKind::BrokenPipe)?);
+        Ok(App { child, to, from })
+    }
+
+    fn ask(&mut self, cmd: &str) -> String {
+        let _ = writeln!(self.to, "{cmd}");
+        let _ = self.to.flush();
+        let mut line = String::new();
+        let _ = self.from.read_line(&mut line);
+        line.trim().to_string()
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        let _ = writeln!(self.to, "exit");
+        let _ = self.child.wait();
+    }
+}
+
+struct Checks {
+    run: u32,
+    failed: u32,
+}
+
+impl Checks {
+    fn check(&mut self, name: &str, r: Result<String, String>) {
+        self.run += 1;
+        match r {
+            Ok(d) => println!("PARTITA-NUMA CHECK {name} PASS {d}"),
+            Err(d) => {
+                self.failed += 1;
+                println!("PARTITA-NUMA CHECK {name} FAIL {d}");
+            }
+        }
+    }
+}
+
+/// Waits until the manager publishes `cpus` for the application with `pid`.
+fn wait_cpus(m: &partita_manager::ManagerHandle, pid: i32, cpus: &[usize]) -> Result<(), String> {
+    let t = Instant::now();
+    loop {
+        let s = m.status();
+        let now = s.app_by_pid(pid).map(|a| a.cpus.clone());
+        if now.as_deref() == Some(cpus) {
+            return Ok(());
+        }
+        if t.elapsed() > WAIT {
+            return Err(format!("app {pid} never got CPUs {cpus:?} (has {now:?})"));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn parse_nodes(line: &str) -> Option<(usize, usize, usize)> {
+    let mut it = line
+        .strip_prefix("nodes ")?
+        .split(' ')
+        .map(|x| x.parse().ok());
+    Some((it.next()??, it.next()??, it.next()??))
+}
+
+fn manager_side() {
+    let mut c = Checks { run: 0, failed: 0 };
+    let r = scenario(&mut c);
+    c.check("follow_scenario", r.map(|()| "completed".into()));
+    policy_scenarios(&mut c);
+    println!(
+        "PARTITA-NUMA FOLLOW-DONE checks={} failed={}",
+        c.run, c.failed
+    );
+}
+
+/// A on node 0 with its memory; A idles, B takes node 0; A wakes on node 1; its memory follows.
+fn scenario(c: &mut Checks) -> Result<(), String> {
+    let online = partita_numa::online_nodes();
+    if online.len() < 2 {
+        return Err(format!("needs two NUMA nodes, has {online}"));
+    }
+    let cfg = partita_manager::Config {
+        uncontrolled: partita_manager::config::Uncontrolled::Tracked,
+        ..Default::default()
+    };
+    let sock = std::path::PathBuf::from("/tmp/partita-follow.sock");
+    let m = partita_manager::spawn_in_process(cfg, sock.clone()).map_err(|e| e.to_string())?;
+    let mut a = App::start("A", &sock).map_err(|e| e.to_string())?;
+    wait_cpus(&m, a.pid(), &[0])?;
+    let reply = a.ask("alloc");
+    let placed = parse_nodes(&a.ask("nodes"));
+    c.check(
+        "follow_placement",
+        match placed {
+            Some((n0, _, all)) if reply == "ok" && n0 == all && all == PAGES => Ok(format!(
+                "A on CPU 0: {n0} of {all} registered pages on node 0"
+            )),
+            other => Err(format!("alloc {reply:?}, nodes {other:?}")),
+        },
+    );
+    a.ask("idle");
+    wait_cpus(&m, a.pid(), &[])?;
+    let b = App::start("B", &sock).map_err(|e| e.to_string())?;
+    wait_cpus(&m, b.pid(), &[0])?;
+    a.ask("busy");
+    wait_cpus(&m, a.pid(), &[1])?;
+    let t0 = Instant::now();
+    let mut last = None;
+    while t0.elapsed() < Duration::from_secs(3) {
+        last = parse_nodes(&a.ask("nodes"));
+        if last.is_some_and(|(_, n1, all)| n1 * 100 >= all * 95) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let ms = t0.elapsed().as_millis();
+    let line = a.ask("report");
+    println!("PARTITA-NUMA INFO {}", line.trim_start_matches("follow "));
+    c.check(
+        "follow_cpus",
+        match last {
+            Some((_, n1, all))
+                if n1 * 100 >= all * 95
+                    && ms <= 1000
+                    && line.starts_with("follow numa-follow:") =>
+            {
+                Ok(format!(
+                    "A moved to CPU 1: {n1} of {all} pages on node 1 within {ms} ms; {}",
+                    &line[7..]
+                ))
+            }
+            other => Err(format!(
+                "after {ms} ms: nodes {other:?}; runtime says {line:?}"
+            )),
+        },
+    );
+    drop((a, b));
+    m.shutdown().map_err(|e| e.to_string())
+}
+
+// ------------------------------------------------------------------------------------------
+// Verghese's policy at run time (the opt-in sampler), no manager needed.
+
+const POLICY_PAGES: usize = 64;
+
+/// Pages of `v` on `node`.
+fn on_node(v: &PoolVec<AtomicU64>, node: u32) -> usize {
+    v.page_nodes()
+        .map(|st| st.iter().filter(|s| s.node() == Some(node)).count())
+        .unwrap_or(0)
+}
+
+/// Touches every page of `v` (writing if `write`) with hints, from a thread on `node`, for
+/// up to `limit` or until `done` says so; returns the elapsed time.
+fn touch_from(
+    node: u32,
+    v: &PoolVec<AtomicU64>,
+    write: bool,
+    limit: Duration,
+    done: &(dyn Fn() -> bool + Sync),
+) -> Result<Duration, String> {
+    partita_numa::placement::first_touch_on(node, || {
+        let t = Instant::now();
+        let mut last_check = Instant::now();
+        while t.elapsed() < limit {
+            for page in 0..POLICY_PAGES {
+                let x = &v[page * 512];
+                if write {
+                    x.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    std::hint::black_box(x.load(Ordering::Relaxed));
+                }
+            }
+            v.hint(0..v.len(), write);
+            if last_check.elapsed() > Duration::from_millis(20) {
+                last_check = Instant::now();
+                if done() {
+                    break;
+                }
+            }
+        }
+        t.elapsed()
+    })
+    .map_err(|e| e.to_string())
+}
+
+fn policy_scenarios(c: &mut Checks) {
+    let pool = match ThreadPoolBuilder::new()
+        .num_threads(1)
+        .process_control(partita_runtime::ProcessControl::Manual)
+        .numa_follow(false)
+        .build()
+    {
+        Ok(p) => p,
+        Err(e) => return c.check("policy_hot_page", Err(e.to_string())),
+    };
+    let alloc = || pool.node_vec(POLICY_PAGES * 512, |_| AtomicU64::new(0));
+    let (hot, shared) = match (alloc(), alloc()) {
+        (Ok(h), Ok(s)) => (h, s),
+        (Err(e), _) | (_, Err(e)) => return c.check("policy_hot_page", Err(e.to_string())),
+    };
+    let params = partita_runtime::SamplerParams {
+        interval: Duration::from_millis(50),
+        trigger: None,
+    };
+    if let Err(e) = pool.start_numa_sampler(params) {
+        return c.check("policy_hot_page", Err(e.to_string()));
+    }
+    // Hot pages: homed on node 0, used only from node 1.
+    let start0 = on_node(&hot, 0);
+    let done = || on_node(&hot, 1) * 100 >= POLICY_PAGES * 95;
+    let r = touch_from(1, &hot, false, Duration::from_secs(5), &done);
+    let n1 = on_node(&hot, 1);
+    c.check(
+        "policy_hot_page",
+        match r {
+            Ok(t) if start0 == POLICY_PAGES && n1 * 100 >= POLICY_PAGES * 95 => Ok(format!(
+                "{n1} of {POLICY_PAGES} pages used from node 1 moved there from node 0 in {} ms",
+                t.as_millis()
+            )),
+            other => Err(format!(
+                "started {start0} on node 0; now {n1} on node 1 ({other:?})"
+            )),
+        },
+    );
+    // Read-write shared: both nodes write every page; the policy must leave it alone.
+    let before = on_node(&shared, 0);
+    let never = || false;
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| touch_from(0, &shared, true, Duration::from_millis(600), &never));
+        let b = s.spawn(|| touch_from(1, &shared, true, Duration::from_millis(600), &never));
+        (a.join(), b.join())
+    });
+    let after = on_node(&shared, 0);
+    let rep = pool.numa_report().sampler.unwrap_or_default();
+    c.check(
+        "policy_shared_left_alone",
+        match (a, b) {
+            (Ok(Ok(_)), Ok(Ok(_))) if before == POLICY_PAGES && after == before && rep.left_shared_written > 0 => Ok(format!(
+                "{after} of {POLICY_PAGES} pages still on node 0; {} shared-written decisions left alone; sampler {rep:?}",
+                rep.left_shared_written
+            )),
+            other => Err(format!("before {before}, after {after} on node 0; {rep:?}; threads {other:?}")),
+        },
+    );
+}
