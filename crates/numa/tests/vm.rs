@@ -69,7 +69,7 @@ fn parse(log: &str) -> Report {
     r
 }
 
-const REQUIRED: [&str; 20] = [
+const REQUIRED: [&str; 21] = [
     // The manager-and-application scenario (issue 14): placement on the CPUs' node, memory
     // following the CPUs to node 1, and the scenario as a whole.
     "follow_placement",
@@ -79,6 +79,7 @@ const REQUIRED: [&str; 20] = [
     // region stays.
     "policy_hot_page",
     "policy_shared_left_alone",
+    "follow_bench",
     "topology",
     "move_round_trip",
     "partial_move",
@@ -174,7 +175,8 @@ PARTITA-NUMA CHECK follow_cpus PASS ok
 PARTITA-NUMA CHECK follow_scenario PASS completed
 PARTITA-NUMA CHECK policy_hot_page PASS ok
 PARTITA-NUMA CHECK policy_shared_left_alone PASS ok
-PARTITA-NUMA FOLLOW-DONE checks=5 failed=0
+PARTITA-NUMA CHECK follow_bench PASS ok
+PARTITA-NUMA FOLLOW-DONE checks=6 failed=0
 ";
 
 #[test]
@@ -220,7 +222,7 @@ fn parser_rejects_an_extra_failed_check() {
 
 #[test]
 fn parser_rejects_a_follow_scenario_that_did_not_finish() {
-    let log = GOOD.replace("PARTITA-NUMA FOLLOW-DONE checks=5 failed=0", "");
+    let log = GOOD.replace("PARTITA-NUMA FOLLOW-DONE checks=6 failed=0", "");
     let v = verdict(&parse(&log));
     assert!(v.iter().any(|p| p.contains("FOLLOW-DONE")), "{v:?}");
     let log = GOOD.replace(

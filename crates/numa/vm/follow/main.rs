@@ -173,20 +173,35 @@ impl Checks {
     }
 }
 
-/// Waits until the manager publishes `cpus` for the application with `pid`.
-fn wait_cpus(m: &partita_manager::ManagerHandle, pid: i32, cpus: &[usize]) -> Result<(), String> {
+/// Waits until the manager's view of the application with `pid` satisfies `what`.
+fn wait_app(
+    m: &partita_manager::ManagerHandle,
+    pid: i32,
+    desc: &str,
+    what: impl Fn(&partita_manager::status::AppStatus) -> bool,
+) -> Result<(), String> {
     let t = Instant::now();
     loop {
         let s = m.status();
-        let now = s.app_by_pid(pid).map(|a| a.cpus.clone());
-        if now.as_deref() == Some(cpus) {
+        let app = s.app_by_pid(pid);
+        if app.is_some_and(&what) {
             return Ok(());
         }
         if t.elapsed() > WAIT {
-            return Err(format!("app {pid} never got CPUs {cpus:?} (has {now:?})"));
+            return Err(format!(
+                "app {pid} never got {desc} (has {:?})",
+                app.map(|a| (a.target, &a.cpus))
+            ));
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Waits until the manager publishes `cpus` for the application with `pid`.
+fn wait_cpus(m: &partita_manager::ManagerHandle, pid: i32, cpus: &[usize]) -> Result<(), String> {
+    wait_app(m, pid, &format!("CPUs {cpus:?}"), |a| {
+        a.target > 0 && a.cpus == cpus
+    })
 }
 
 fn parse_nodes(line: &str) -> Option<(usize, usize, usize)> {
@@ -202,6 +217,7 @@ fn manager_side() {
     let r = scenario(&mut c);
     c.check("follow_scenario", r.map(|()| "completed".into()));
     policy_scenarios(&mut c);
+    c.check("follow_bench", bench());
     println!(
         "PARTITA-NUMA FOLLOW-DONE checks={} failed={}",
         c.run, c.failed
@@ -234,7 +250,8 @@ fn scenario(c: &mut Checks) -> Result<(), String> {
         },
     );
     a.ask("idle");
-    wait_cpus(&m, a.pid(), &[])?;
+    // A zero quantum: its workers suspend (the manager keeps the old confinement).
+    wait_app(&m, a.pid(), "a zero quantum", |x| x.target == 0)?;
     let b = App::start("B", &sock).map_err(|e| e.to_string())?;
     wait_cpus(&m, b.pid(), &[0])?;
     a.ask("busy");
@@ -249,7 +266,12 @@ fn scenario(c: &mut Checks) -> Result<(), String> {
         std::thread::sleep(Duration::from_millis(10));
     }
     let ms = t0.elapsed().as_millis();
-    let line = a.ask("report");
+    // The follower logs its line after verifying where the pages are: allow it that moment.
+    let mut line = a.ask("report");
+    while !line.starts_with("follow ") && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+        line = a.ask("report");
+    }
     println!("PARTITA-NUMA INFO {}", line.trim_start_matches("follow "));
     c.check(
         "follow_cpus",
@@ -286,18 +308,27 @@ fn on_node(v: &PoolVec<AtomicU64>, node: u32) -> usize {
 }
 
 /// Touches every page of `v` (writing if `write`) with hints, from a thread on `node`, for
-/// up to `limit` or until `done` says so; returns the elapsed time.
+/// up to `limit` or until `done` says so; returns the elapsed time. With `lockstep`, every
+/// sweep waits for the other thread's (fine-grain sharing: both nodes' counts grow together).
 fn touch_from(
     node: u32,
     v: &PoolVec<AtomicU64>,
     write: bool,
     limit: Duration,
     done: &(dyn Fn() -> bool + Sync),
+    lockstep: Option<&std::sync::Barrier>,
 ) -> Result<Duration, String> {
     partita_numa::placement::first_touch_on(node, || {
         let t = Instant::now();
         let mut last_check = Instant::now();
-        while t.elapsed() < limit {
+        let sweeps = limit.as_millis() as usize; // lockstep: a fixed count, so both stop together
+        for sweep in 0.. {
+            if lockstep.is_some() && sweep >= sweeps || lockstep.is_none() && t.elapsed() >= limit {
+                break;
+            }
+            if let Some(b) = lockstep {
+                b.wait();
+            }
             for page in 0..POLICY_PAGES {
                 let x = &v[page * 512];
                 if write {
@@ -335,7 +366,7 @@ fn policy_scenarios(c: &mut Checks) {
         (Err(e), _) | (_, Err(e)) => return c.check("policy_hot_page", Err(e.to_string())),
     };
     let params = partita_runtime::SamplerParams {
-        interval: Duration::from_millis(50),
+        interval: Duration::from_millis(100),
         trigger: None,
     };
     if let Err(e) = pool.start_numa_sampler(params) {
@@ -344,7 +375,7 @@ fn policy_scenarios(c: &mut Checks) {
     // Hot pages: homed on node 0, used only from node 1.
     let start0 = on_node(&hot, 0);
     let done = || on_node(&hot, 1) * 100 >= POLICY_PAGES * 95;
-    let r = touch_from(1, &hot, false, Duration::from_secs(5), &done);
+    let r = touch_from(1, &hot, false, Duration::from_secs(5), &done, None);
     let n1 = on_node(&hot, 1);
     c.check(
         "policy_hot_page",
@@ -361,9 +392,11 @@ fn policy_scenarios(c: &mut Checks) {
     // Read-write shared: both nodes write every page; the policy must leave it alone.
     let before = on_node(&shared, 0);
     let never = || false;
+    let barrier = std::sync::Barrier::new(2);
+    let ms = Duration::from_millis(2000); // 2000 lockstep sweeps: several sampler intervals
     let (a, b) = std::thread::scope(|s| {
-        let a = s.spawn(|| touch_from(0, &shared, true, Duration::from_millis(600), &never));
-        let b = s.spawn(|| touch_from(1, &shared, true, Duration::from_millis(600), &never));
+        let a = s.spawn(|| touch_from(0, &shared, true, ms, &never, Some(&barrier)));
+        let b = s.spawn(|| touch_from(1, &shared, true, ms, &never, Some(&barrier)));
         (a.join(), b.join())
     });
     let after = on_node(&shared, 0);
@@ -378,4 +411,78 @@ fn policy_scenarios(c: &mut Checks) {
             other => Err(format!("before {before}, after {after} on node 0; {rep:?}; threads {other:?}")),
         },
     );
+}
+
+// ------------------------------------------------------------------------------------------
+// Migration throughput per page: the pool's `migrate_memory` (locate, move in chunks,
+// re-point the policy, verify) against one raw `move_pages(2)` call, interleaved.
+
+fn raw_move(addrs: &[usize], node: i32) -> Result<(), String> {
+    let ptrs: Vec<*mut libc::c_void> = addrs.iter().map(|&a| a as *mut libc::c_void).collect();
+    let nodes = vec![node; addrs.len()];
+    let mut status = vec![0 as libc::c_int; addrs.len()];
+    // SAFETY: the three arrays are live and of equal length; the kernel writes only `status`;
+    // the addresses are pages of a live PoolVec (moving pages never changes their contents).
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_move_pages,
+            0,
+            ptrs.len() as libc::c_ulong,
+            ptrs.as_ptr(),
+            nodes.as_ptr(),
+            status.as_mut_ptr(),
+            2, // MPOL_MF_MOVE
+        )
+    };
+    if rc < 0 {
+        return Err(format!("move_pages: {}", std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn bench() -> Result<String, String> {
+    const N: usize = 256;
+    const RUNS: usize = 5;
+    let pool = ThreadPoolBuilder::new()
+        .num_threads(1)
+        .process_control(partita_runtime::ProcessControl::Manual)
+        .numa_follow(false)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let v = pool
+        .node_vec(N * 512, |i| i as u64)
+        .map_err(|e| e.to_string())?;
+    let addrs: Vec<usize> = (0..N).map(|p| &v[p * 512] as *const u64 as usize).collect();
+    let (mut pool_ns, mut raw_ns) = (Vec::new(), Vec::new());
+    for run in 0..RUNS {
+        // Each measurement moves all N pages away from where they are (alternating nodes).
+        let to = if run % 2 == 0 { 1 } else { 0 };
+        let t = Instant::now();
+        let out = pool.migrate_memory(&v, to).map_err(|e| e.to_string())?;
+        pool_ns.push(t.elapsed().as_nanos() as f64 / N as f64);
+        if out.on_node != N {
+            return Err(format!(
+                "migrate_memory left {} of {N} on node {to}",
+                out.on_node
+            ));
+        }
+        let back = 1 - to;
+        let t = Instant::now();
+        raw_move(&addrs, back as i32)?;
+        raw_ns.push(t.elapsed().as_nanos() as f64 / N as f64);
+        println!(
+            "PARTITA-NUMA INFO follow_bench run={run} pages={N} pool_ns_per_page={:.0} raw_ns_per_page={:.0}",
+            pool_ns[run], raw_ns[run]
+        );
+    }
+    let (p, r) = (median(pool_ns), median(raw_ns));
+    Ok(format!(
+        "median of {RUNS}: migrate_memory {p:.0} ns/page, raw move_pages {r:.0} ns/page, ratio {:.2}",
+        p / r
+    ))
 }
