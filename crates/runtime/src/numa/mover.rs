@@ -54,11 +54,16 @@ fn measure_trigger() -> Option<u32> {
 /// The follower thread: waits for a new CPU set to settle, then moves the registered
 /// memory to its node. Exits when the pool (or its NUMA state) is gone.
 fn follower(numa: std::sync::Weak<PoolNuma>, pool: PoolRef, params: FollowParams) {
-    if let Some(t) = measure_trigger() {
-        if let Some(n) = numa.upgrade() {
-            n.lock_report().trigger = Some(t);
-        }
-    }
+    // Measuring takes a while (pointer chases on both nodes): on its own thread, so the
+    // follower watches the CPU set from the start.
+    let for_trigger = numa.clone();
+    let _ = std::thread::Builder::new()
+        .name("partita-numa-calibrate".into())
+        .spawn(move || {
+            if let (Some(t), Some(n)) = (measure_trigger(), for_trigger.upgrade()) {
+                n.lock_report().trigger = Some(t);
+            }
+        });
     let mut seen = u64::MAX;
     let mut pending: Option<(Instant, Option<Vec<usize>>)> = None;
     loop {
