@@ -139,6 +139,9 @@ impl Status {
     /// ```
     /// let t = partita_manager::Status::default().to_table();
     /// assert!(t.contains("PARTITION"));
+    /// let mut s = partita_manager::Status::default();
+    /// s.applications.push(partita_manager::status::AppStatus { nodes: vec![0, 1], ..Default::default() });
+    /// assert!(s.to_table().contains("NODES") && s.to_table().contains(" 0,1 "));
     /// ```
     pub fn to_table(&self) -> String {
         let mut s = String::new();
