@@ -117,3 +117,14 @@ fn sampler_is_opt_in_and_a_one_node_no_op_says_why() {
         assert!(r.inactive_reason.is_some());
     }
 }
+
+#[test]
+fn replicated_has_a_copy_on_each_node_of_the_pool() {
+    let p = pool();
+    let mut r = p.replicated(vec![1u32, 2, 3]).unwrap();
+    let nodes = r.copy_nodes();
+    assert!(!nodes.is_empty());
+    assert!(nodes.len() <= partita_numa::online_nodes().len());
+    r.update(|v| v.push(4));
+    assert_eq!(p.install(|| r.get().clone()), vec![1, 2, 3, 4]);
+}

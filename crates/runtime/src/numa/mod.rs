@@ -403,6 +403,31 @@ impl ThreadPool {
         Ok(mover::move_regions(&v.numa, &[region], node)?)
     }
 
+    /// A read-mostly value with one copy on each node of the pool's CPUs
+    /// (`partita_numa::Replicated`: readers get their node's copy, `update` rewrites all).
+    /// This is the replication Linux allows: the sampler cannot replicate raw pages, and counts
+    /// such decisions instead ([`SamplerReport::not_executed`]). One copy on a one-node machine.
+    ///
+    /// ```
+    /// let pool = partita_runtime::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    /// let table = pool.replicated([7u64; 512]).unwrap();
+    /// assert_eq!(pool.install(|| table.get()[3]), 7);
+    /// ```
+    pub fn replicated<T: Clone>(
+        &self,
+        value: T,
+    ) -> Result<partita_numa::Replicated<T>, PoolMemError> {
+        let nodes = self.registry.numa.nodes_of(&pool_cpus(&self.registry));
+        let Some((main, all)) = follow::follow_target(&nodes) else {
+            return Ok(partita_numa::Replicated::new(value)?);
+        };
+        let mut r = partita_numa::Replicated::on(value, main)?;
+        for n in all {
+            r.replicate_on(n)?;
+        }
+        Ok(r)
+    }
+
     /// Starts Verghese's policy over this pool's registered regions (opt-in): every
     /// `params.interval` a background thread runs `decide()` on the access counts that
     /// [`PoolVec::hint`] recorded and migrates pages to the node that uses them. On a
