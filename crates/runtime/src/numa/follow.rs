@@ -7,10 +7,12 @@
 //! been stable for Verghese's migration cool-down (a set that flips back and forth is not
 //! worth chasing), then moves the stray pages of every registered region in chunks with
 //! `move_pages(2)` and points the regions' memory policy at the new node (`mbind`
-//! `MPOL_PREFERRED`), so pages faulted later land there too. Pacing (Verghese's cost rule):
-//! one chunk costs about `chunk × move_ns`; the follower keeps its duty cycle at or below
-//! [`FollowParams::duty`] of one CPU and stops when the pages it would move cannot repay
-//! their cost (`pages × trigger` remote misses, see [`worth_moving`]).
+//! `MPOL_PREFERRED`), so pages faulted later land there too. Pacing: the follower keeps its
+//! duty cycle at or below [`FollowParams::duty`] of one CPU. Verghese's cost rule
+//! (`trigger = move cost / remote-miss penalty`, from partita-numa's calibrate) is measured
+//! once on a side thread and reported (`NumaReport::trigger`); the sampler uses it. The
+//! follower itself moves every stray page: once all of a pool's CPUs left a node, every
+//! access to a page there is remote, which is the thesis' migrate case.
 
 use std::time::Duration;
 
