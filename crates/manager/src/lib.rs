@@ -28,6 +28,7 @@ mod daemon;
 pub mod demo;
 pub mod enforce;
 pub mod probe;
+mod realloc;
 mod registry;
 pub mod status;
 pub mod sys;
