@@ -1,6 +1,9 @@
 //! The daemon: tokio plumbing around the [`Registry`]. One task accepts connections, one task
-//! per connection speaks the protocol, one samples uncontrolled processes, one ticks the
-//! periodic reallocation (rotation, decay, quanta).
+//! per connection speaks the protocol, one samples uncontrolled processes, one rings for the
+//! periodic reallocation (rotation, decay, quanta); the reallocator thread ([`realloc`])
+//! plans under the registry's lock and applies outside it. Tasks take the registry's lock only
+//! for short bookkeeping and never wait for a reallocation (except `partita run`, which waits
+//! for the one that gives its partition a CPU, on a blocking thread).
 
 use crate::config::Config;
 use crate::enforce::Enforcer;
