@@ -1,9 +1,14 @@
 //! The daemon: tokio plumbing around the [`Registry`]. One task accepts connections, one task
-//! per connection speaks the protocol, one samples uncontrolled processes, one ticks the
-//! periodic reallocation (rotation, decay, quanta).
+//! per connection speaks the protocol, one samples uncontrolled processes, one rings for the
+//! periodic reallocation (rotation, decay, quanta); the reallocator thread ([`realloc`])
+//! plans under the registry's lock and applies outside it. Tasks take the registry's lock only
+//! for short bookkeeping and never wait for a reallocation (except `partita run`, which waits
+//! for the one that gives its partition a CPU, on a blocking thread).
 
 use crate::config::Config;
-use crate::registry::{Registration, Registry};
+use crate::enforce::Enforcer;
+use crate::realloc::{self, Doorbell};
+use crate::registry::{Registration, Registry, SampleRequest};
 use crate::status::Status;
 use crate::{sys, Error};
 use partita_protocol::sys::{peer_cred, pidfd_open, send_with_fd};
@@ -22,10 +27,17 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Notify;
 
-/// State shared by the daemon's tasks and the in-process handle.
+/// State shared by the daemon's tasks, the reallocator thread and the in-process handle.
+///
+/// Lock order: the registry's lock is never held while taking the enforcer's (the
+/// reallocator plans under the first, then applies under the second).
 #[derive(Debug)]
 pub(crate) struct Shared {
     registry: Mutex<Registry>,
+    /// Applies CPU sets; used by the reallocator thread, `partita run` and shutdown.
+    enforcer: Mutex<Enforcer>,
+    /// Rung for every change that may move CPUs (see [`realloc`]).
+    doorbell: Arc<Doorbell>,
     shutdown: Notify,
 }
 
@@ -34,6 +46,22 @@ impl Shared {
         // A panic while holding the lock would be a bug in the manager itself; keep serving
         // with the state as it is rather than cascading the panic.
         self.registry.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn enforcer(&self) -> MutexGuard<'_, Enforcer> {
+        // As for the registry: keep going with the state as it is.
+        self.enforcer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Ask for a reallocation (coalesced; never waits).
+    pub(crate) fn ring(&self) -> u64 {
+        self.doorbell.ring()
+    }
+
+    /// One reallocation: plan under the registry's lock, apply outside it.
+    fn reallocate_once(&self) {
+        let batch = self.lock().plan();
+        realloc::apply(batch, &mut self.enforcer());
     }
 
     pub(crate) fn status(&self) -> Status {
@@ -115,8 +143,12 @@ pub(crate) fn bind(
 pub(crate) fn shared(config: Config) -> Result<Arc<Shared>, Error> {
     config.validate().map_err(Error::Config)?;
     let managed = managed_cpus(&config)?;
+    let enforcer = Enforcer::new(config.cgroups, managed);
+    let confinement = enforcer.confinement().name();
     Ok(Arc::new(Shared {
-        registry: Mutex::new(Registry::new(config, managed)),
+        registry: Mutex::new(Registry::new(config, managed, confinement)),
+        enforcer: Mutex::new(enforcer),
+        doorbell: Arc::new(Doorbell::default()),
         shutdown: Notify::new(),
     }))
 }
@@ -134,6 +166,16 @@ pub(crate) async fn run(
     let periods = shared.lock().periods();
     let (hello_timeout, sample, tick) = (periods.hello_timeout, periods.sample, periods.tick);
     tracing::info!(socket = %socket.display(), cpus = %shared.lock().managed(), "partita manager listening");
+    let reallocator = {
+        let s = shared.clone();
+        realloc::spawn(shared.doorbell.clone(), move || s.reallocate_once()).map_err(|source| {
+            Error::Io {
+                context: "spawn the reallocator thread".into(),
+                source,
+            }
+        })?
+    };
+    shared.ring();
     let mut tasks = tokio::task::JoinSet::new();
     // The bandwidth policy's quantum tick, when a partition uses it.
     if let Some(ms) = shared.lock().bandwidth_period_ms() {
@@ -143,7 +185,10 @@ pub(crate) async fn run(
             iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 iv.tick().await;
-                shared.lock().bandwidth_quantum();
+                let changed = shared.lock().bandwidth_quantum();
+                if changed {
+                    shared.ring();
+                }
             }
         });
     }
@@ -158,7 +203,7 @@ pub(crate) async fn run(
             iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 iv.tick().await;
-                shared.lock().reallocate();
+                shared.ring();
             }
         });
     }
@@ -181,7 +226,10 @@ pub(crate) async fn run(
     let _ = std::fs::remove_file(&socket);
     tasks.abort_all();
     while tasks.join_next().await.is_some() {}
+    shared.doorbell.stop();
+    let _ = tokio::task::spawn_blocking(move || reallocator.join()).await;
     shared.lock().shutdown();
+    shared.enforcer().restore_all();
     Ok(())
 }
 
@@ -192,32 +240,42 @@ async fn sampler(shared: Arc<Shared>, period: Duration) {
     loop {
         iv.tick().await;
         let req = shared.lock().sample_request();
-        let measured = tokio::task::spawn_blocking(move || {
-            let mut now = vec![0u32; req.partitions];
-            let mut tracked_total = 0;
-            for (k, pid) in req.tracked {
-                let mut pids = vec![pid];
-                pids.extend(sys::descendants(pid));
-                let x: u32 = pids.into_iter().map(sys::runnable_threads).sum();
-                now[k] += x;
-                tracked_total += x;
-            }
-            if req.system_wide {
-                let apps: u32 = req.app_pids.into_iter().map(sys::runnable_threads).sum();
-                let all = sys::procs_running().unwrap_or(0);
-                // Minus this sampling thread itself.
-                now[0] += all.saturating_sub(apps + tracked_total + 1);
-            }
-            now
-        })
-        .await;
-        let Ok(now) = measured else { continue };
+        let s = shared.clone();
+        let measured = tokio::task::spawn_blocking(move || measure(&s, req)).await;
+        let Ok((now, gone)) = measured else { continue };
         let mut r = shared.lock();
-        let reaped = r.reap_tracked();
-        if r.update_runnable(&now, 0.25) || reaped {
-            r.reallocate();
+        let reaped = r.untrack(&gone);
+        let changed = r.update_runnable(&now, 0.25);
+        drop(r);
+        if changed || reaped {
+            shared.ring();
         }
     }
+}
+
+/// Outside every lock but the enforcer's (briefly, for cgroup membership): runnable threads
+/// per partition, and the tracked processes whose process tree is gone.
+fn measure(shared: &Shared, req: SampleRequest) -> (Vec<u32>, Vec<i32>) {
+    let mut now = vec![0u32; req.partitions];
+    let mut tracked_total = 0;
+    let mut gone = Vec::new();
+    for &(k, pid) in &req.tracked {
+        let mut pids = vec![pid];
+        pids.extend(sys::descendants(pid));
+        let x: u32 = pids.into_iter().map(sys::runnable_threads).sum();
+        now[k] += x;
+        tracked_total += x;
+        if !sys::alive(pid) && shared.enforcer().cgroup_pids(&req.names[k]).is_empty() {
+            gone.push(pid);
+        }
+    }
+    if req.system_wide {
+        let apps: u32 = req.app_pids.into_iter().map(sys::runnable_threads).sum();
+        let all = sys::procs_running().unwrap_or(0);
+        // Minus this sampling thread itself.
+        now[0] += all.saturating_sub(apps + tracked_total + 1);
+    }
+    (now, gone)
 }
 
 async fn read_frame(stream: &mut UnixStream) -> Result<Option<ClientMessage>, (ErrorCode, String)> {
@@ -285,7 +343,7 @@ async fn connection(shared: Arc<Shared>, mut stream: UnixStream, hello_timeout: 
                 .await;
         }
         ClientMessage::Confine { partition, .. } => {
-            let reply = shared.lock().confine(cred.pid, &partition);
+            let reply = confine(&shared, cred.pid, partition).await;
             match reply {
                 Ok((partition, cpus)) => {
                     let m = ManagerMessage::Confined { partition, cpus };
@@ -317,6 +375,28 @@ async fn connection(shared: Arc<Shared>, mut stream: UnixStream, hello_timeout: 
     }
 }
 
+/// `partita run`: track the process, wait for the reallocation that gives its partition a
+/// CPU, confine it there; the partition's name and the CPUs.
+async fn confine(
+    shared: &Arc<Shared>,
+    pid: i32,
+    partition: String,
+) -> Result<(String, CpuSet), String> {
+    let k = shared.lock().track(pid, &partition)?;
+    let n = shared.ring();
+    let s = shared.clone();
+    tokio::task::spawn_blocking(move || {
+        s.doorbell.wait_served(n);
+        let (name, set) = s.lock().uncontrolled_set(k);
+        if let Err(e) = s.enforcer().confine_uncontrolled(&name, pid, &set) {
+            tracing::warn!(pid, partition = %name, error = %e, "could not confine process");
+        }
+        (name, set)
+    })
+    .await
+    .map_err(|e| format!("confinement failed: {e}"))
+}
+
 /// Register, welcome, follow until the application leaves, unregister.
 async fn serve_application(shared: &Shared, stream: &mut UnixStream, req: Registration) {
     let (pid, name, pool) = (req.pid, req.name.clone(), req.pool_size);
@@ -325,11 +405,13 @@ async fn serve_application(shared: &Shared, stream: &mut UnixStream, req: Regist
         Ok(id) => id,
         Err((code, msg)) => return send_error(stream, code, msg).await,
     };
+    shared.ring();
     tracing::info!(id, pid, name = %name, pool, "application registered");
     if welcome(shared, stream, id).await.is_ok() {
         follow(shared, stream, pid).await;
     }
     shared.lock().unregister(id);
+    shared.ring();
     tracing::info!(id, pid, "application gone");
 }
 
@@ -380,7 +462,9 @@ async fn follow(shared: &Shared, stream: &mut UnixStream, pid: i32) {
             _ = &mut died => return,
             msg = read_frame(stream) => match msg {
                 Ok(None) | Ok(Some(ClientMessage::Goodbye)) => return,
-                Ok(Some(ClientMessage::DemandChanged)) => shared.lock().reallocate(),
+                Ok(Some(ClientMessage::DemandChanged)) => {
+                    shared.ring();
+                }
                 Ok(Some(_)) => {
                     return send_error(stream, ErrorCode::OutOfOrder, "unexpected message after registration".into()).await
                 }

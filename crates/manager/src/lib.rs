@@ -31,6 +31,7 @@ pub mod counters;
 mod daemon;
 pub mod enforce;
 mod quantum;
+mod realloc;
 mod registry;
 pub mod status;
 pub mod sys;

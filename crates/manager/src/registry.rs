@@ -4,7 +4,7 @@
 
 use crate::alloc::{self, AllocInput, AllocOutput, AppDemand, AppId, History, MemberId};
 use crate::config::{Config, Control, PartitionConfig, Uncontrolled, DEFAULT_PARTITION};
-use crate::enforce::Enforcer;
+use crate::realloc::{self, AppView, Batch, Effect, PlanInput};
 use crate::status::{AppStatus, PartitionStatus, Status};
 use crate::sys;
 use partita_protocol::page::{monotonic_ns, PageMap};
@@ -13,6 +13,7 @@ use partita_protocol::CpuSet;
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A registered application.
@@ -25,7 +26,7 @@ struct App {
     partition: usize,
     pool_size: u32,
     partition_only: bool,
-    page: PageMap,
+    page: Arc<PageMap>,
     published: Option<(u32, CpuSet)>,
 }
 
@@ -84,6 +85,8 @@ pub(crate) struct SampleRequest {
     pub partitions: usize,
     /// Whether the default partition counts every runnable thread of the system.
     pub system_wide: bool,
+    /// Partition names, by index (to find a partition's cgroup).
+    pub names: Vec<String>,
 }
 
 /// Everything behind the manager's lock.
@@ -104,7 +107,10 @@ pub(crate) struct Registry {
     last: AllocOutput,
     uncontrolled_sets: Vec<CpuSet>,
     reallocations: u64,
-    enforcer: Enforcer,
+    /// Processes of departed applications, restored by the next batch.
+    departed: Vec<i32>,
+    /// The enforcer's mechanism, for the status.
+    confinement: &'static str,
     start: Instant,
     /// Whether the manager may set affinities of other users' processes.
     privileged: bool,
@@ -114,12 +120,11 @@ pub(crate) struct Registry {
 }
 
 impl Registry {
-    pub(crate) fn new(config: Config, managed: CpuSet) -> Registry {
+    pub(crate) fn new(config: Config, managed: CpuSet, confinement: &'static str) -> Registry {
         let partitions = config.partition_list();
         let cpus = managed.to_vec();
         let topo = alloc::topology::CpuTopology::read(&cpus);
         let (domains, nodes) = (topo.llcs, topo.nodes);
-        let enforcer = Enforcer::new(config.cgroups, managed);
         let bandwidth = crate::quantum::Bandwidth::new(&config, &partitions);
         let n = partitions.len();
         let euid = sys::euid();
@@ -138,7 +143,8 @@ impl Registry {
             last: AllocOutput::default(),
             uncontrolled_sets: vec![CpuSet::new(); n],
             reallocations: 0,
-            enforcer,
+            departed: Vec::new(),
+            confinement,
             start: Instant::now(),
             privileged: euid == 0,
             euid,
@@ -166,10 +172,9 @@ impl Registry {
         self.managed
     }
 
-    /// Forget every application and undo every confinement (shutdown).
+    /// Forget every application (shutdown; the caller restores affinities).
     pub(crate) fn shutdown(&mut self) {
         self.apps.clear();
-        self.enforcer.restore_all();
     }
 
     /// The welcome for a registered application: its partition's name and a copy of its
@@ -180,18 +185,29 @@ impl Registry {
         Some(app.page.fd().try_clone_to_owned().map(|fd| (partition, fd)))
     }
 
-    /// Confine the process `pid` to the partition named `partition` as uncontrolled
-    /// (`partita run`): the partition's name and the CPUs it is confined to.
-    pub(crate) fn confine(
-        &mut self,
-        pid: i32,
-        partition: &str,
-    ) -> Result<(String, CpuSet), String> {
+    /// Track the process `pid` as uncontrolled in the partition named `partition`
+    /// (`partita run`); returns the partition's index. "When one appears it gets one CPU at
+    /// once": the caller rings for a reallocation, waits for it, then confines the process
+    /// to [`Registry::uncontrolled_set`].
+    pub(crate) fn track(&mut self, pid: i32, partition: &str) -> Result<usize, String> {
         let k = self
             .partition_index(partition)
             .ok_or_else(|| format!("no partition named {partition:?}"))?;
-        let cpus = self.track(pid, k);
-        Ok((self.partitions[k].name.clone(), cpus))
+        self.tracked.retain(|t| t.pid != pid);
+        self.tracked.push(Tracked { pid, partition: k });
+        let r = &mut self.runnable[k];
+        r.now = r.now.max(1);
+        Ok(k)
+    }
+
+    /// A partition's name and the CPU set its uncontrolled processes get now (all managed
+    /// CPUs if the allocation gave them none).
+    pub(crate) fn uncontrolled_set(&self, k: usize) -> (String, CpuSet) {
+        let mut set = self.uncontrolled_sets[k];
+        if set.is_empty() {
+            set = self.managed;
+        }
+        (self.partitions[k].name.clone(), set)
     }
 
     /// What the sampler must measure.
@@ -201,6 +217,7 @@ impl Registry {
             app_pids: self.apps.values().map(|a| a.pid).collect(),
             partitions: self.partitions.len(),
             system_wide: self.config.uncontrolled == Uncontrolled::System,
+            names: self.partitions.iter().map(|p| p.name.clone()).collect(),
         }
     }
 
@@ -243,7 +260,9 @@ impl Registry {
         Ok(0)
     }
 
-    /// Register an application (identity from SO_PEERCRED) and give it a page.
+    /// Register an application (identity from SO_PEERCRED) and give it a page. Its page says
+    /// "your whole pool, no confinement" until the next reallocation, which the caller rings
+    /// for: registration never waits for one.
     pub(crate) fn register(&mut self, req: Registration) -> Result<AppId, (ErrorCode, String)> {
         self.admit(&req)?;
         let partition = self.choose_partition(&req.name, req.uid, req.gid, &req.hint)?;
@@ -268,11 +287,10 @@ impl Registry {
                 partition,
                 pool_size: req.pool_size,
                 partition_only,
-                page,
+                page: Arc::new(page),
                 published: None,
             },
         );
-        self.reallocate();
         Ok(id)
     }
 
@@ -303,142 +321,99 @@ impl Registry {
         Ok(())
     }
 
-    /// Remove an application; restores its affinity if it is still running.
+    /// Remove an application; the next batch restores its affinity if it still runs.
     pub(crate) fn unregister(&mut self, id: AppId) {
         if let Some(app) = self.apps.remove(&id) {
-            if sys::alive(app.pid) {
-                self.enforcer.restore_process(app.pid);
-            } else {
-                self.enforcer.forget_process(app.pid);
-            }
-            self.reallocate();
+            self.departed.push(app.pid);
         }
     }
 
-    /// Track a process started with `partita run`; returns its CPU set.
-    fn track(&mut self, pid: i32, partition: usize) -> CpuSet {
-        self.tracked.retain(|t| t.pid != pid);
-        self.tracked.push(Tracked { pid, partition });
-        // "When one appears it gets one CPU at once."
-        let r = &mut self.runnable[partition];
-        r.now = r.now.max(1);
-        self.reallocate();
-        let mut set = self.uncontrolled_sets[partition];
-        if set.is_empty() {
-            set = self.managed;
-        }
-        let name = self.partitions[partition].name.clone();
-        if let Err(e) = self.enforcer.confine_uncontrolled(&name, pid, &set) {
-            tracing::warn!(pid, partition = %name, error = %e, "could not confine process");
-        }
-        set
-    }
-
-    /// Recompute the allocation and publish every change.
-    pub(crate) fn reallocate(&mut self) {
-        let input = self.alloc_input();
-        let out = alloc::allocate(&input, &mut self.history);
+    /// One reallocation's planning half, under the lock: compute the [`realloc::plan`],
+    /// record what it publishes, and return its effects resolved for [`realloc::apply`].
+    pub(crate) fn plan(&mut self) -> Batch {
+        let input = self.plan_input();
+        let plan = realloc::plan(&input, &mut self.history);
         self.reallocations += 1;
-        self.publish_apps(&out);
-        self.confine_uncontrolled(&out);
-        tracing::trace!(moves = out.moves, total = out.total(), "reallocated");
-        self.last = out;
+        let mut batch = Batch {
+            restore: std::mem::take(&mut self.departed),
+            ..Batch::default()
+        };
+        for effect in plan.effects {
+            match effect {
+                Effect::Publish { app, target, cpus } => {
+                    if let Some(a) = self.apps.get_mut(&app) {
+                        a.published = Some((target, cpus));
+                        batch.publish.push((a.page.clone(), target, cpus));
+                    }
+                }
+                Effect::Affinity { app, cpus } => {
+                    if let Some(a) = self.apps.get(&app) {
+                        batch.affinity.push((a.pid, cpus));
+                    }
+                }
+                Effect::Uncontrolled { partition, cpus } => {
+                    self.uncontrolled_sets[partition] = cpus;
+                    let pids: Vec<i32> = self
+                        .tracked
+                        .iter()
+                        .filter(|t| t.partition == partition)
+                        .map(|t| t.pid)
+                        .collect();
+                    if !pids.is_empty() {
+                        let name = self.partitions[partition].name.clone();
+                        batch.uncontrolled.push((name, pids, cpus));
+                    }
+                }
+            }
+        }
+        tracing::trace!(
+            moves = plan.allocation.moves,
+            total = plan.allocation.total(),
+            "reallocated"
+        );
+        self.last = plan.allocation;
+        batch
     }
 
-    /// The allocator's input: CPUs, partitions, demands read from the pages now.
-    fn alloc_input(&self) -> AllocInput {
+    /// The plan's input: CPUs, partitions, demands read from the pages now, what each page
+    /// says.
+    fn plan_input(&self) -> PlanInput {
         let n = self.partitions.len();
-        let mut input = AllocInput::new(self.cpus.clone(), self.partitions.clone());
-        input.domains = self.domains.clone();
-        input.nodes = self.nodes.clone();
-        input.now_ms = self.start.elapsed().as_millis() as u64;
-        input.period_ms = self.config.realloc_period_ms;
-        input.usage_decay = self.config.usage_decay.clone();
-        input.dss = self.config.dss.clone();
-        input.uncontrolled = (0..n)
+        let mut alloc = AllocInput::new(self.cpus.clone(), self.partitions.clone());
+        alloc.domains = self.domains.clone();
+        alloc.nodes = self.nodes.clone();
+        alloc.now_ms = self.start.elapsed().as_millis() as u64;
+        alloc.period_ms = self.config.realloc_period_ms;
+        alloc.usage_decay = self.config.usage_decay.clone();
+        alloc.dss = self.config.dss.clone();
+        alloc.uncontrolled = (0..n)
             .map(|k| alloc::uncontrolled_demand(self.runnable[k].now, self.runnable[k].avg))
             .collect();
+        let mut apps = Vec::with_capacity(self.apps.len());
         for app in self.apps.values() {
             let demand = app.page.app.demand.load(Ordering::Relaxed);
             // A parked application (bandwidth policy's zero quantum) asks for nothing.
             let demand = self.bandwidth.demand(app.id, demand);
-            input.apps.push(AppDemand {
+            alloc.apps.push(AppDemand {
                 id: app.id,
                 partition: app.partition,
                 demand,
                 pool_size: app.pool_size,
             });
+            apps.push(AppView {
+                id: app.id,
+                partition: app.partition,
+                pool_size: app.pool_size,
+                partition_only: app.partition_only,
+                may_confine: self.privileged || app.uid == self.euid,
+                published: app.published,
+            });
         }
-        input
-    }
-
-    /// Publish each application's new `(target, cpus)` if it changed, and set its affinity
-    /// when its CPU set changed.
-    fn publish_apps(&mut self, out: &AllocOutput) {
-        // Union of CPUs per partition (for partition-only applications given 0).
-        let mut partition_sets = vec![CpuSet::new(); self.partitions.len()];
-        for (m, (_, set)) in &out.members {
-            let k = match m {
-                MemberId::Uncontrolled(k) => *k,
-                MemberId::App(id) => self.apps.get(id).map_or(0, |a| a.partition),
-            };
-            for c in set.iter() {
-                partition_sets[k].insert(c);
-            }
-        }
-        for app in self.apps.values_mut() {
-            let (count, set) = out
-                .members
-                .get(&MemberId::App(app.id))
-                .copied()
-                .unwrap_or((0, CpuSet::new()));
-            let (target, cpus) = if app.partition_only {
-                let cpus = if !set.is_empty() {
-                    set
-                } else if !partition_sets[app.partition].is_empty() {
-                    partition_sets[app.partition]
-                } else {
-                    self.managed
-                };
-                (app.pool_size, cpus)
-            } else if count == 0 {
-                // A zero quantum: workers suspend; keep the previous confinement.
-                (0, app.published.map_or(CpuSet::new(), |p| p.1))
-            } else {
-                (count, set)
-            };
-            if app.published != Some((target, cpus)) {
-                let cpus_changed = app.published.map(|p| p.1) != Some(cpus);
-                app.page.manager.publish(target, &cpus);
-                app.published = Some((target, cpus));
-                if cpus_changed && !cpus.is_empty() && (self.privileged || app.uid == self.euid) {
-                    if let Err(e) = self.enforcer.confine_process(app.pid, &cpus, false) {
-                        tracing::debug!(pid = app.pid, error = %e, "affinity not applied");
-                    }
-                }
-            }
-        }
-    }
-
-    /// Move each partition's tracked processes to the partition's new uncontrolled set.
-    fn confine_uncontrolled(&mut self, out: &AllocOutput) {
-        for k in 0..self.partitions.len() {
-            let set = out.cpus(MemberId::Uncontrolled(k));
-            if set != self.uncontrolled_sets[k] && !set.is_empty() {
-                let pids: Vec<i32> = self
-                    .tracked
-                    .iter()
-                    .filter(|t| t.partition == k)
-                    .map(|t| t.pid)
-                    .collect();
-                if !pids.is_empty() {
-                    let name = self.partitions[k].name.clone();
-                    if let Err(e) = self.enforcer.update_uncontrolled(&name, &pids, &set) {
-                        tracing::debug!(partition = %name, error = %e, "confinement not updated");
-                    }
-                }
-                self.uncontrolled_sets[k] = set;
-            }
+        PlanInput {
+            alloc,
+            apps,
+            managed: self.managed,
+            uncontrolled_sets: self.uncontrolled_sets.clone(),
         }
     }
 
@@ -448,9 +423,9 @@ impl Registry {
     }
 
     /// One quantum of the bandwidth policy: read counters, select, write every page's
-    /// `quantum_end` (before the zero targets are published), reallocate when the parked set
-    /// changed.
-    pub fn bandwidth_quantum(&mut self) {
+    /// `quantum_end` (before the zero targets are published); returns whether the parked set
+    /// changed, so that the caller rings for a reallocation.
+    pub(crate) fn bandwidth_quantum(&mut self) -> bool {
         let apps: Vec<crate::quantum::TickApp> = self
             .apps
             .values()
@@ -475,9 +450,7 @@ impl Registry {
                 .quantum_end
                 .store(self.bandwidth.quantum_end(a.id), Ordering::Release);
         }
-        if changed {
-            self.reallocate();
-        }
+        changed
     }
 
     /// Take new runnable measurements (computed outside the lock); returns whether any
@@ -494,13 +467,11 @@ impl Registry {
         changed
     }
 
-    /// Drop tracked processes that exited (their process tree is empty).
-    pub(crate) fn reap_tracked(&mut self) -> bool {
+    /// Stop tracking these processes (they exited: the sampler found their process trees
+    /// empty). Returns whether any was tracked.
+    pub(crate) fn untrack(&mut self, gone: &[i32]) -> bool {
         let before = self.tracked.len();
-        let enforcer = &self.enforcer;
-        let names: Vec<String> = self.partitions.iter().map(|p| p.name.clone()).collect();
-        self.tracked
-            .retain(|t| sys::alive(t.pid) || !enforcer.cgroup_pids(&names[t.partition]).is_empty());
+        self.tracked.retain(|t| !gone.contains(&t.pid));
         before != self.tracked.len()
     }
 
@@ -592,7 +563,7 @@ impl Registry {
             cpus_managed: self.cpus.len(),
             reallocations: self.reallocations,
             last_moves: self.last.moves,
-            confinement: self.enforcer.confinement().name().into(),
+            confinement: self.confinement.into(),
             partitions,
             applications,
         }

@@ -92,6 +92,19 @@ impl CpuSet {
         cpu < MAX_CPUS && self.words[cpu / 64] & (1 << (cpu % 64)) != 0
     }
 
+    /// Add every CPU of `other` (set union, in place).
+    ///
+    /// ```
+    /// let mut a: partita_protocol::CpuSet = [0, 1].into_iter().collect();
+    /// a.union_with(&[1, 70].into_iter().collect());
+    /// assert_eq!(a.to_vec(), vec![0, 1, 70]);
+    /// ```
+    pub fn union_with(&mut self, other: &CpuSet) {
+        for (w, o) in self.words.iter_mut().zip(other.words.iter()) {
+            *w |= o;
+        }
+    }
+
     /// Number of CPUs in the set.
     ///
     /// ```

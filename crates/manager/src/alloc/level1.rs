@@ -109,21 +109,19 @@ fn rotate_leftover(
     history: &History,
     advance: bool,
 ) -> Vec<usize> {
-    let credit = |k: usize| {
-        history
-            .partition_credit
-            .get(&specs[k].name)
-            .copied()
-            .unwrap_or(0)
-    };
-    let had = |k: usize| history.partition_extra.contains(&specs[k].name);
-    let mut order: Vec<(usize, i64)> = rems.to_vec();
-    order.sort_by(|a, b| {
-        let ka = (!advance && had(a.0), credit(a.0) + a.1);
-        let kb = (!advance && had(b.0), credit(b.0) + b.1);
-        kb.cmp(&ka).then(a.0.cmp(&b.0))
-    });
-    order.iter().take(leftover).map(|x| x.0).collect()
+    // Keys computed once per partition, not in the comparator (they are string lookups).
+    let mut order: Vec<(bool, i64, usize)> = rems
+        .iter()
+        .map(|&(k, rem)| {
+            let name = &specs[k].name;
+            let had = !advance && history.partition_extra.contains(name);
+            let credit = history.partition_credit.get(name).copied().unwrap_or(0);
+            (had, credit + rem, k)
+        })
+        .collect();
+    // Largest (had, credit) first; ties by partition index.
+    order.sort_unstable_by(|a, b| (b.0, b.1).cmp(&(a.0, a.1)).then(a.2.cmp(&b.2)));
+    order.iter().take(leftover).map(|x| x.2).collect()
 }
 
 /// Step 2: the part of its entitlement each partition uses itself (`always`: none reserved),

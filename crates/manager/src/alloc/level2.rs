@@ -34,34 +34,33 @@ pub fn equipartition(
         }
     }
     let mut out: Vec<(MemberId, u32)> = members.iter().map(|&(m, _)| (m, 0)).collect();
-    let mut idx: Vec<usize> = (0..members.len()).filter(|&i| members[i].1 > 0).collect();
-    idx.sort_by_key(|&i| members[i].1);
-    let mut remaining = a;
-    let mut pos = 0;
-    // Satisfy everyone whose cap is at or below the current fair level.
-    while pos < idx.len() {
-        let left = (idx.len() - pos) as u32;
-        let level = remaining / left;
-        let cap = members[idx[pos]].1;
-        if cap <= level {
-            out[idx[pos]].1 = cap;
-            remaining -= cap;
-            pos += 1;
+    // The max-min fair level: the largest L with Σ min(cap, L) ≤ a. Members with cap ≤ L get
+    // their cap, the others L (water-filling, found by bisection instead of sorting by cap).
+    let filled = |l: u32| -> u64 { members.iter().map(|&(_, c)| c.min(l) as u64).sum() };
+    let max_cap = members.iter().map(|m| m.1).max().unwrap_or(0);
+    let (mut lo, mut hi) = (0u32, max_cap);
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if filled(mid) <= a as u64 {
+            lo = mid;
         } else {
-            break;
+            hi = mid - 1;
         }
     }
-    let rest = &idx[pos..];
-    if !rest.is_empty() {
-        let level = remaining / rest.len() as u32;
-        let mut extra = remaining - level * rest.len() as u32;
-        for &i in rest {
-            out[i].1 = level;
-        }
-        // Keys looked up once, not in the comparator.
-        let mut order: Vec<(u64, MemberId, usize)> = rest
-            .iter()
-            .map(|&i| {
+    let level = lo;
+    let mut given = 0u64;
+    for (o, &(_, cap)) in out.iter_mut().zip(members) {
+        o.1 = cap.min(level);
+        given += o.1 as u64;
+    }
+    let extra = (a as u64).saturating_sub(given) as usize;
+    if extra > 0 {
+        // Unmet members (cap > level): the `extra` with the lowest (cum, member) get one more
+        // CPU each, so uneven remainders rotate. Keys are looked up once, not in a comparator,
+        // and are distinct (member ids are), so selecting the `extra` smallest is enough.
+        let mut order: Vec<(u64, MemberId, usize)> = (0..members.len())
+            .filter(|&i| members[i].1 > level)
+            .map(|i| {
                 (
                     hist.get(&members[i].0).map_or(0, |h| h.cum),
                     members[i].0,
@@ -69,14 +68,12 @@ pub fn equipartition(
                 )
             })
             .collect();
-        order.sort_unstable();
-        for &(_, _, i) in &order {
-            if extra == 0 {
-                break;
-            }
-            // cap > level here (else it would have been satisfied above), so level + 1 fits.
+        if extra < order.len() {
+            order.select_nth_unstable(extra - 1);
+        }
+        for &(_, _, i) in order.iter().take(extra) {
+            // cap > level, so level + 1 fits.
             out[i].1 += 1;
-            extra -= 1;
         }
     }
     // Keep `cum` bounded: only differences matter.
@@ -126,8 +123,10 @@ pub fn usage_decay(
     let decay = cfg.c.powi(decay_steps.min(i32::MAX as u64) as i32);
     let mut inv = Vec::with_capacity(members.len());
     for (m, _) in members {
-        let fresh = !hist.contains_key(m);
-        let h = hist.entry(*m).or_default();
+        let (h, fresh) = match hist.entry(*m) {
+            std::collections::hash_map::Entry::Occupied(e) => (e.into_mut(), false),
+            std::collections::hash_map::Entry::Vacant(e) => (e.insert(Default::default()), true),
+        };
         h.inv_prio += h.last_count as f64 * elapsed_s;
         h.inv_prio *= decay;
         if refresh || fresh {

@@ -362,15 +362,32 @@ pub fn allocate(input: &AllocInput, history: &mut History) -> AllocOutput {
     // Level 2.
     let counts = level2_counts(input, &members, &l1, history, &clock);
 
-    // Which CPUs.
-    let placed = topology::place(input, &counts, &history.members, &history.holders);
-    let mut out = AllocOutput {
-        partitions: l1,
-        members: BTreeMap::new(),
-        moves: placed.moves,
+    // Which CPUs: node-first on a multi-node machine, else the flat selective placement.
+    let multi_node = input.nodes.windows(2).any(|w| w[0] != w[1]);
+    let (sets, moves) = if multi_node {
+        let map: BTreeMap<MemberId, u32> = counts.iter().copied().collect();
+        let p = topology::place(input, &map, &history.members, &history.holders);
+        // In the order of `counts` (sorted by member, every count above 0), as
+        // record_placement expects.
+        let sets = counts
+            .iter()
+            .map(|(m, _)| (*m, p.sets.get(m).copied().unwrap_or_else(CpuSet::new)))
+            .collect();
+        (sets, p.moves)
+    } else {
+        placement::place_sorted(
+            &input.cpus,
+            &input.domains,
+            &counts,
+            &history.members,
+            &history.holders,
+        )
     };
-    record_placement(placed.sets, &counts, history, &mut out);
-    out
+    AllocOutput {
+        partitions: l1,
+        members: record_placement(sets, &counts, history),
+        moves,
+    }
 }
 
 /// Which of the periodic steps (rotation, DSS quantum, usage decay) this allocation takes.
@@ -426,16 +443,30 @@ fn advance_clocks(input: &AllocInput, history: &mut History) -> Clock {
 /// applications by id).
 fn members_by_partition(input: &AllocInput) -> Vec<Vec<(MemberId, u32)>> {
     let np = input.partitions.len();
-    let mut members: Vec<Vec<(MemberId, u32)>> = vec![Vec::new(); np];
+    let mut sizes = vec![1usize; np];
+    for a in &input.apps {
+        if a.partition < np {
+            sizes[a.partition] += 1;
+        }
+    }
+    let mut members: Vec<Vec<(MemberId, u32)>> =
+        sizes.into_iter().map(Vec::with_capacity).collect();
     for (k, &d) in input.uncontrolled.iter().enumerate().take(np) {
         if d > 0 {
             members[k].push((MemberId::Uncontrolled(k), d));
         }
     }
-    let mut apps: Vec<&AppDemand> = input.apps.iter().filter(|a| a.partition < np).collect();
-    apps.sort_by_key(|a| a.id);
-    for a in apps {
-        members[a.partition].push((MemberId::App(a.id), a.cap()));
+    if input.apps.is_sorted_by_key(|a| a.id) {
+        // The daemon's applications come sorted by id: no copy, no sort.
+        for a in input.apps.iter().filter(|a| a.partition < np) {
+            members[a.partition].push((MemberId::App(a.id), a.cap()));
+        }
+    } else {
+        let mut apps: Vec<&AppDemand> = input.apps.iter().filter(|a| a.partition < np).collect();
+        apps.sort_by_key(|a| a.id);
+        for a in apps {
+            members[a.partition].push((MemberId::App(a.id), a.cap()));
+        }
     }
     members
 }
@@ -466,19 +497,25 @@ fn refresh_history(members: &[Vec<(MemberId, u32)>], history: &mut History) {
             }
         }
     }
-    history.members.retain(|_, h| h.seen == round);
+    // Members that left are those not seen this round; if the map holds exactly this round's
+    // members, none left and the whole-map pass is skipped.
+    let present: usize = members.iter().map(Vec::len).sum();
+    if history.members.len() != present {
+        history.members.retain(|_, h| h.seen == round);
+    }
 }
 
 /// Level 2: each partition's CPUs to its members with the partition's policy. Only members
-/// that get CPUs are returned (with 10^4 applications on 1024 CPUs most get none).
+/// that get CPUs are returned (with 10^4 applications on 1024 CPUs most get none), sorted by
+/// member.
 fn level2_counts(
     input: &AllocInput,
     members: &[Vec<(MemberId, u32)>],
     l1: &[PartitionAlloc],
     history: &mut History,
     clock: &Clock,
-) -> BTreeMap<MemberId, u32> {
-    let mut counts: BTreeMap<MemberId, u32> = BTreeMap::new();
+) -> Vec<(MemberId, u32)> {
+    let mut counts: Vec<(MemberId, u32)> = Vec::new();
     for (k, ms) in members.iter().enumerate() {
         let a = l1[k].allocation;
         let got = match input.partitions[k].policy {
@@ -506,35 +543,35 @@ fn level2_counts(
         };
         counts.extend(got.into_iter().filter(|x| x.1 > 0));
     }
+    counts.sort_unstable_by_key(|x| x.0);
     counts
 }
 
-/// Remember who holds which CPUs now (the next placement keeps them where it can) and fill
-/// the output's member table.
+/// Remember who holds which CPUs now (the next placement keeps them where it can) and build
+/// the output's member table (`sets` and `counts` are aligned and sorted by member).
 fn record_placement(
-    sets: impl IntoIterator<Item = (MemberId, CpuSet)>,
-    counts: &BTreeMap<MemberId, u32>,
+    sets: Vec<(MemberId, CpuSet)>,
+    counts: &[(MemberId, u32)],
     history: &mut History,
-    out: &mut AllocOutput,
-) {
+) -> BTreeMap<MemberId, (u32, CpuSet)> {
     for m in std::mem::take(&mut history.holders) {
         if let Some(h) = history.members.get_mut(&m) {
             h.last_count = 0;
             h.last_cpus = CpuSet::new();
         }
     }
-    for (m, set) in sets {
-        let n = counts.get(&m).copied().unwrap_or(0);
+    let mut members = Vec::with_capacity(sets.len());
+    for ((m, set), &(_, n)) in sets.into_iter().zip(counts) {
         history.holders.push(m);
         if let Some(h) = history.members.get_mut(&m) {
             h.last_count = n;
             h.last_cpus = set;
-            for c in set.iter() {
-                h.used_before.insert(c);
-            }
+            h.used_before.union_with(&set);
         }
-        out.members.insert(m, (n, set));
+        members.push((m, (n, set)));
     }
+    // Sorted input: the map is built in bulk, not by repeated insertion.
+    members.into_iter().collect()
 }
 
 #[cfg(test)]

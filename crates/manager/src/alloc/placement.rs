@@ -71,34 +71,55 @@ pub fn place_with_holders(
     prev: &MemberMap,
     holders: &[MemberId],
 ) -> Placement {
+    let counts: Vec<(MemberId, u32)> = counts
+        .iter()
+        .filter(|x| *x.1 > 0)
+        .map(|(m, n)| (*m, *n))
+        .collect();
+    let (sets, moves) = place_sorted(cpus, domains, &counts, prev, holders);
+    Placement {
+        // Sorted input: the map is built in bulk, not by repeated insertion.
+        sets: sets.into_iter().collect(),
+        moves,
+    }
+}
+
+/// [`place_with_holders`] over `counts` sorted by member, every count above 0: the sets in
+/// the same order, and the number of moves.
+pub(crate) fn place_sorted(
+    cpus: &[usize],
+    domains: &[u32],
+    counts: &[(MemberId, u32)],
+    prev: &MemberMap,
+    holders: &[MemberId],
+) -> (Vec<(MemberId, CpuSet)>, u32) {
     let mut board = Board::new(cpus, domains, prev, holders);
-    let mut sets: BTreeMap<MemberId, CpuSet> = BTreeMap::new();
-    let mut need: BTreeMap<MemberId, u32> = BTreeMap::new();
 
     // 1. Keep.
-    for (&m, &n) in counts {
-        if n == 0 {
-            continue;
-        }
-        let set = board.keep(m, n, prev);
-        need.insert(m, n - set.len() as u32);
-        sets.insert(m, set);
+    let mut sets: Vec<(MemberId, CpuSet)> = Vec::with_capacity(counts.len());
+    let mut need: Vec<u32> = Vec::with_capacity(counts.len());
+    let mut hists = Vec::with_capacity(counts.len());
+    for &(m, n) in counts {
+        let h = prev.get(&m);
+        let set = h.map_or(CpuSet::new(), |h| board.keep(m, n, &h.last_cpus));
+        need.push(n - set.len() as u32);
+        sets.push((m, set));
+        hists.push(h);
     }
 
     // 2a. CPUs used before.
-    for (&m, left) in need.iter_mut() {
-        if let (Some(h), Some(set)) = (prev.get(&m), sets.get_mut(&m)) {
-            board.reclaim(m, &h.used_before, left, set);
+    for (i, left) in need.iter_mut().enumerate() {
+        if let Some(h) = hists[i] {
+            let (m, set) = &mut sets[i];
+            board.reclaim(*m, &h.used_before, left, set);
         }
     }
 
     // 2b. The rest, by preference class.
     board.fill(cpus, &mut need, &mut sets);
 
-    Placement {
-        sets,
-        moves: board.moves(),
-    }
+    let moves = board.moves();
+    (sets, moves)
 }
 
 /// Who owns which CPU, before and during one placement.
@@ -141,22 +162,28 @@ impl Board {
         c < self.owner.len() && self.available[c] && self.owner[c].is_none()
     }
 
-    /// Step 1: `m` keeps up to `n` of its previous CPUs (when shrinking, those in its
+    /// Step 1: `m` keeps up to `n` of its previous CPUs `last` (when shrinking, those in its
     /// best-populated domain, then the lowest numbers).
-    fn keep(&mut self, m: MemberId, n: u32, prev: &MemberMap) -> CpuSet {
+    fn keep(&mut self, m: MemberId, n: u32, last: &CpuSet) -> CpuSet {
         let mut set = CpuSet::new();
-        let Some(h) = prev.get(&m) else {
-            return set;
-        };
-        let mut mine: Vec<usize> = h.last_cpus.iter().filter(|&c| self.free(c)).collect();
-        if mine.len() > n as usize {
-            let mut per_domain: BTreeMap<u32, usize> = BTreeMap::new();
-            for &c in &mine {
-                *per_domain.entry(self.domain_of[c]).or_default() += 1;
+        let free = last.iter().filter(|&c| self.free(c)).count();
+        if free <= n as usize {
+            // Keeps all of them: the common case, without sorting.
+            for c in last.iter() {
+                if self.free(c) {
+                    self.owner[c] = Some(m);
+                    set.insert(c);
+                }
             }
-            mine.sort_by_key(|&c| (std::cmp::Reverse(per_domain[&self.domain_of[c]]), c));
-            mine.truncate(n as usize);
+            return set;
         }
+        let mut mine: Vec<usize> = last.iter().filter(|&c| self.free(c)).collect();
+        let mut per_domain: BTreeMap<u32, usize> = BTreeMap::new();
+        for &c in &mine {
+            *per_domain.entry(self.domain_of[c]).or_default() += 1;
+        }
+        mine.sort_by_key(|&c| (std::cmp::Reverse(per_domain[&self.domain_of[c]]), c));
+        mine.truncate(n as usize);
         for c in mine {
             self.owner[c] = Some(m);
             set.insert(c);
@@ -180,12 +207,10 @@ impl Board {
 
     /// Step 2b: the rest, by preference class: idle CPUs in the member's home domain, other
     /// idle CPUs, CPUs in its domain, any CPU.
-    fn fill(
-        &mut self,
-        cpus: &[usize],
-        need: &mut BTreeMap<MemberId, u32>,
-        sets: &mut BTreeMap<MemberId, CpuSet>,
-    ) {
+    fn fill(&mut self, cpus: &[usize], need: &mut [u32], sets: &mut [(MemberId, CpuSet)]) {
+        if need.iter().all(|&n| n == 0) {
+            return;
+        }
         // Free lists per (idle, domain), lowest CPU last so `pop` yields the lowest number.
         let mut free: BTreeMap<(bool, u32), Vec<usize>> = BTreeMap::new();
         for &c in cpus.iter().rev() {
@@ -197,6 +222,15 @@ impl Board {
         }
         let owner = &mut self.owner;
         let mut take = |idle: Option<bool>, dom: Option<u32>, owner: &mut Vec<Option<MemberId>>| {
+            if let (Some(i), Some(d)) = (idle, dom) {
+                let list = free.get_mut(&(i, d))?;
+                while let Some(c) = list.pop() {
+                    if owner[c].is_none() {
+                        return Some(c);
+                    }
+                }
+                return None;
+            }
             for ((i, d), list) in free.iter_mut() {
                 if idle.is_some_and(|x| x != *i) || dom.is_some_and(|x| x != *d) {
                     continue;
@@ -209,12 +243,21 @@ impl Board {
             }
             None
         };
-        for (&m, left) in need.iter_mut() {
-            let Some(set) = sets.get_mut(&m) else {
+        for (left, (m, set)) in need.iter_mut().zip(sets.iter_mut()) {
+            if *left == 0 {
                 continue;
-            };
+            }
+            // CPUs per domain of the member's set, kept up to date as it grows.
+            let mut per: BTreeMap<u32, usize> = BTreeMap::new();
+            for c in set.iter() {
+                *per.entry(self.domain_of[c]).or_default() += 1;
+            }
             while *left > 0 {
-                let pick = match home_domain(set, &self.domain_of) {
+                let home = per
+                    .iter()
+                    .max_by_key(|&(d, n)| (*n, std::cmp::Reverse(*d)))
+                    .map(|x| *x.0);
+                let pick = match home {
                     Some(d) => take(Some(true), Some(d), owner)
                         .or_else(|| take(Some(true), None, owner))
                         .or_else(|| take(None, Some(d), owner))
@@ -224,8 +267,9 @@ impl Board {
                 let Some(c) = pick else {
                     break; // More counted than CPUs exist: cannot happen with a valid allocation.
                 };
-                owner[c] = Some(m);
+                owner[c] = Some(*m);
                 set.insert(c);
+                *per.entry(self.domain_of[c]).or_default() += 1;
                 *left -= 1;
             }
         }
@@ -241,15 +285,4 @@ impl Board {
             })
             .count() as u32
     }
-}
-
-/// The domain holding most of `set` (ties: the lowest domain id), `None` for an empty set.
-fn home_domain(set: &CpuSet, domain_of: &[u32]) -> Option<u32> {
-    let mut per: BTreeMap<u32, usize> = BTreeMap::new();
-    for c in set.iter() {
-        *per.entry(domain_of[c]).or_default() += 1;
-    }
-    per.into_iter()
-        .max_by_key(|&(d, n)| (n, std::cmp::Reverse(d)))
-        .map(|x| x.0)
 }

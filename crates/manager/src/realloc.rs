@@ -1,0 +1,315 @@
+//! Reallocation as plan, then apply.
+//!
+//! Every change that can move CPUs (a doorbell, a registration, a departure, a runnable-count
+//! change of uncontrolled processes, the periodic tick) goes through here:
+//!
+//! 1. The change is recorded in the registry (a page's demand is already there) and the
+//!    [`Doorbell`] is rung. Ringing only bumps a counter under a small mutex: no caller ever
+//!    waits for a reallocation unless it asks to ([`Doorbell::wait_served`]).
+//! 2. The reallocator thread (one per manager, so at most one reallocation is in flight)
+//!    takes the registry's lock and computes a [`Plan`] with [`plan`]: a pure function of
+//!    plain data (the allocator's input, what each application was last sent, the CPU sets
+//!    of the uncontrolled processes) that returns the allocation and the list of
+//!    [`Effect`]s that would make the world match it. The registry records what the plan
+//!    publishes (so the next plan is computed against it) and resolves the effects into a
+//!    [`Batch`] holding what applying needs (page handles, pids, partition names).
+//! 3. The lock is released, then the batch is applied ([`apply`]): pages published (seqlock
+//!    write and futex wake), affinities set, cgroup CPU sets written, departed processes'
+//!    affinities restored. Registrations, doorbells and status requests proceed meanwhile.
+//! 4. Rings that arrived during steps 2–3 are merged: the thread runs one more round that
+//!    covers all of them, however many there were.
+//!
+//! Growth and revocation stay immediate: a ring while no round is in flight starts one at
+//! once, and a ring during a round is served right after it, with the demands of that
+//! moment.
+//!
+//! Why a page has a single writer: only the reallocator thread publishes, and it applies
+//! batches in the order it planned them, so a page's seqlock never sees two writers and a
+//! departed process's affinity is restored after (never before) any batch that changed it.
+
+use crate::alloc::{self, AllocInput, AllocOutput, AppId, History, MemberId};
+use crate::enforce::Enforcer;
+use partita_protocol::page::PageMap;
+use partita_protocol::CpuSet;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+/// What planning needs to know about one application (plain data).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AppView {
+    /// Its id.
+    pub id: AppId,
+    /// Its partition's index.
+    pub partition: usize,
+    /// Worker threads in its pool.
+    pub pool_size: u32,
+    /// It follows only its CPU set, at full size.
+    pub partition_only: bool,
+    /// The manager may set its affinity (same user, or the manager is privileged).
+    pub may_confine: bool,
+    /// What its page says now: `(target, cpus)`, `None` before the first publish.
+    pub published: Option<(u32, CpuSet)>,
+}
+
+/// The input of [`plan`].
+#[derive(Debug, Clone)]
+pub(crate) struct PlanInput {
+    /// The allocator's input (CPUs, partitions, demands).
+    pub alloc: AllocInput,
+    /// Every registered application, sorted by id.
+    pub apps: Vec<AppView>,
+    /// Every CPU the manager hands out.
+    pub managed: CpuSet,
+    /// Per partition, the CPU set its uncontrolled processes are confined to now.
+    pub uncontrolled_sets: Vec<CpuSet>,
+}
+
+/// One change to the world.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Effect {
+    /// Write `(target, cpus)` into the application's page and wake its client.
+    Publish {
+        /// The application.
+        app: AppId,
+        /// Workers it should run.
+        target: u32,
+        /// CPUs it should run on (empty: no confinement).
+        cpus: CpuSet,
+    },
+    /// Set the affinity of every thread of the application's process.
+    Affinity {
+        /// The application.
+        app: AppId,
+        /// The CPUs.
+        cpus: CpuSet,
+    },
+    /// Move a partition's uncontrolled processes to this CPU set.
+    Uncontrolled {
+        /// The partition's index.
+        partition: usize,
+        /// The CPUs.
+        cpus: CpuSet,
+    },
+}
+
+/// A reallocation: the allocation and the effects that make the world match it.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    /// The allocator's output.
+    pub allocation: AllocOutput,
+    /// What to change, in order.
+    pub effects: Vec<Effect>,
+}
+
+/// Compute the allocation and the effects that apply it. Pure: the only state it changes is
+/// the allocator's `history`. An application whose `(target, cpus)` would not change gets
+/// no effect.
+pub(crate) fn plan(input: &PlanInput, history: &mut History) -> Plan {
+    let allocation = alloc::allocate(&input.alloc, history);
+    let mut effects = Vec::new();
+    // Union of CPUs per partition (for partition-only applications given 0).
+    let mut partition_sets = vec![CpuSet::new(); input.alloc.partitions.len()];
+    let partition_of = |id: AppId| {
+        input
+            .apps
+            .binary_search_by_key(&id, |a| a.id)
+            .map_or(0, |i| input.apps[i].partition)
+    };
+    for (m, (_, set)) in &allocation.members {
+        let k = match m {
+            MemberId::Uncontrolled(k) => *k,
+            MemberId::App(id) => partition_of(*id),
+        };
+        if let Some(s) = partition_sets.get_mut(k) {
+            s.union_with(set);
+        }
+    }
+    for app in &input.apps {
+        let (target, cpus) = desired(app, &allocation, &partition_sets, input.managed);
+        if app.published == Some((target, cpus)) {
+            continue;
+        }
+        effects.push(Effect::Publish {
+            app: app.id,
+            target,
+            cpus,
+        });
+        let cpus_changed = app.published.map(|p| p.1) != Some(cpus);
+        if cpus_changed && !cpus.is_empty() && app.may_confine {
+            effects.push(Effect::Affinity { app: app.id, cpus });
+        }
+    }
+    for (k, before) in input.uncontrolled_sets.iter().enumerate() {
+        let set = allocation.cpus(MemberId::Uncontrolled(k));
+        if set != *before && !set.is_empty() {
+            effects.push(Effect::Uncontrolled {
+                partition: k,
+                cpus: set,
+            });
+        }
+    }
+    Plan {
+        allocation,
+        effects,
+    }
+}
+
+/// What an application's page should say under `allocation`.
+fn desired(
+    app: &AppView,
+    allocation: &AllocOutput,
+    partition_sets: &[CpuSet],
+    managed: CpuSet,
+) -> (u32, CpuSet) {
+    let (count, set) = allocation
+        .members
+        .get(&MemberId::App(app.id))
+        .copied()
+        .unwrap_or((0, CpuSet::new()));
+    if app.partition_only {
+        let union = partition_sets
+            .get(app.partition)
+            .copied()
+            .unwrap_or_default();
+        let cpus = if !set.is_empty() {
+            set
+        } else if !union.is_empty() {
+            union
+        } else {
+            managed
+        };
+        (app.pool_size, cpus)
+    } else if count == 0 {
+        // A zero quantum: workers suspend; keep the previous confinement.
+        (0, app.published.map_or(CpuSet::new(), |p| p.1))
+    } else {
+        (count, set)
+    }
+}
+
+/// A plan's effects resolved to what applying them needs, built under the registry's lock.
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    /// Pages to publish `(target, cpus)` to.
+    pub publish: Vec<(Arc<PageMap>, u32, CpuSet)>,
+    /// Processes whose threads get this affinity.
+    pub affinity: Vec<(i32, CpuSet)>,
+    /// Partitions (name, tracked pids) whose uncontrolled processes get this CPU set.
+    pub uncontrolled: Vec<(String, Vec<i32>, CpuSet)>,
+    /// Departed applications' processes: restore their affinity if they still run.
+    pub restore: Vec<i32>,
+}
+
+/// Apply a batch outside the registry's lock. Errors are logged: a process that exited or
+/// refuses a new affinity does not stop the others.
+pub(crate) fn apply(batch: Batch, enforcer: &mut Enforcer) {
+    for (page, target, cpus) in &batch.publish {
+        page.manager.publish(*target, cpus);
+    }
+    for (pid, cpus) in &batch.affinity {
+        if let Err(e) = enforcer.confine_process(*pid, cpus, false) {
+            tracing::debug!(pid, error = %e, "affinity not applied");
+        }
+    }
+    for (name, pids, cpus) in &batch.uncontrolled {
+        if let Err(e) = enforcer.update_uncontrolled(name, pids, cpus) {
+            tracing::debug!(partition = %name, error = %e, "confinement not updated");
+        }
+    }
+    for pid in batch.restore {
+        if crate::sys::alive(pid) {
+            enforcer.restore_process(pid);
+        } else {
+            enforcer.forget_process(pid);
+        }
+    }
+}
+
+/// Coalescing doorbell: any number of rings while a round is in flight make one more round.
+#[derive(Debug, Default)]
+pub(crate) struct Doorbell {
+    state: Mutex<Bell>,
+    changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct Bell {
+    /// Rings so far (a ring's number is the round that will serve it, at the latest).
+    requested: u64,
+    /// The last ring number a finished round covered.
+    served: u64,
+    /// Rounds run.
+    rounds: u64,
+    stop: bool,
+}
+
+impl Doorbell {
+    fn bell(&self) -> MutexGuard<'_, Bell> {
+        // Nothing panics while holding this lock; if something did, the counters are still
+        // consistent (each update is one statement), so keep using them.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Ask for a reallocation; returns the ring's number (for [`Doorbell::wait_served`]).
+    pub(crate) fn ring(&self) -> u64 {
+        let mut b = self.bell();
+        b.requested += 1;
+        self.changed.notify_all();
+        b.requested
+    }
+
+    /// Block until a round that started after ring `n` has finished (or the bell stopped).
+    pub(crate) fn wait_served(&self, n: u64) {
+        let mut b = self.bell();
+        while b.served < n && !b.stop {
+            b = self.changed.wait(b).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Rounds run so far.
+    #[cfg(test)]
+    pub(crate) fn rounds(&self) -> u64 {
+        self.bell().rounds
+    }
+
+    /// Stop the reallocator thread after its current round.
+    pub(crate) fn stop(&self) {
+        self.bell().stop = true;
+        self.changed.notify_all();
+    }
+
+    /// The reallocator's side: wait for unserved rings; the ring number a round started
+    /// now covers, or `None` when stopped.
+    fn next(&self) -> Option<u64> {
+        let mut b = self.bell();
+        while b.requested == b.served && !b.stop {
+            b = self.changed.wait(b).unwrap_or_else(|p| p.into_inner());
+        }
+        (!b.stop).then_some(b.requested)
+    }
+
+    fn finished(&self, covered: u64) {
+        let mut b = self.bell();
+        b.served = covered;
+        b.rounds += 1;
+        self.changed.notify_all();
+    }
+}
+
+/// Start the reallocator thread: it runs `round` once per batch of rings until
+/// [`Doorbell::stop`].
+pub(crate) fn spawn(
+    bell: Arc<Doorbell>,
+    mut round: impl FnMut() + Send + 'static,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("partita-realloc".into())
+        .spawn(move || {
+            while let Some(covered) = bell.next() {
+                round();
+                bell.finished(covered);
+            }
+        })
+}
+
+#[cfg(test)]
+mod tests;
