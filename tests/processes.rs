@@ -198,6 +198,10 @@ fn killed_client_cpus_are_reallocated() {
         let s = status(&socket);
         s.applications.len() == 2 && s.applications.iter().all(|x| x.target == 1)
     }));
+    // The status shows the manager's targets; registration runs in the background, so wait
+    // until b has applied its own before measuring its change.
+    b.wait_line(0, LONG, |l| field(l, "target") == Some(1))
+        .expect("b did not apply target 1");
     let from = b.line_count();
     let t0 = monotonic_ns();
     a.kill();
@@ -223,6 +227,12 @@ fn applications_survive_the_manager() {
         let s = status(&socket);
         s.applications.len() == 2 && s.applications.iter().all(|x| x.target == 1)
     }));
+    // The status shows the manager's targets; registration runs in the background, so wait
+    // until both applications have applied theirs before measuring their change.
+    for p in [&a, &b] {
+        p.wait_line(0, LONG, |l| field(l, "target") == Some(1))
+            .expect("application did not apply target 1");
+    }
     let (fa, fb) = (a.line_count(), b.line_count());
     let t0 = monotonic_ns();
     mgr.kill();

@@ -52,6 +52,10 @@
 //! - `RAYON_NUM_THREADS`: default pool size when `num_threads` is 0 (as in rayon-core).
 //! - `PARTITA=off`: never contact a manager (pools in `ProcessControl::Manager` mode then
 //!   behave like `Manual` ones).
+//! - `PARTITA_SOCKET`: the manager's socket (default `$XDG_RUNTIME_DIR/partita.sock`, then
+//!   `/run/partita/partita.sock`). A pool in `Manager` mode registers in the background: it
+//!   runs at full size until the manager answers, and a pool built before the manager starts
+//!   registers when it appears (it looks again with backoff up to once a second).
 //!
 //! ## Design and verification
 //!

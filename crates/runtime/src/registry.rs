@@ -19,7 +19,7 @@ use crate::builder::{ErrorKind, ThreadPoolBuildError, ThreadPoolBuilder};
 use crate::client::ClientGuard;
 #[cfg(not(loom))]
 use crate::client::{self, Controlled};
-use crate::control::{Control, Need, ProcessControl};
+use crate::control::{Control, ProcessControl};
 use crate::job::{JobRef, StackJob};
 use crate::latch::{Latch, LatchRef, LockLatch, OnceLatch, SpinLatch};
 use crate::ready::{ReadyQueues, WorkerQueues};
@@ -189,16 +189,7 @@ impl Registry {
             start_handler: builder.start_handler.take(),
             exit_handler: builder.exit_handler.take(),
             terminate_count: AtomicUsize::new(1),
-            control: Control {
-                mode: builder.process_control,
-                target: CachePadded::new(AtomicUsize::new(n)),
-                active: AtomicUsize::new(n),
-                change: Mutex::new(()),
-                cpus: Mutex::new(None),
-                cpus_epoch: AtomicU64::new(0),
-                need: Mutex::new(Need::Unlimited),
-                smoothed_demand: Mutex::new(0.0),
-            },
+            control: Control::new(builder.process_control, n),
             counters: (0..n).map(|_| CachePadded::default()).collect(),
             borrowed_thread0: builder.use_current_thread,
             suspended_at: (0..n).map(|_| AtomicU64::new(0)).collect(),
@@ -340,6 +331,7 @@ impl Registry {
         debug_assert_ne!(self.terminate_count.load(Ordering::Acquire), 0);
         self.ready.post_external(job);
         self.sleep.new_jobs(true);
+        self.note_injected();
     }
 
     /// Push one job per worker onto the workers' broadcast queues and wake every worker,
@@ -355,6 +347,13 @@ impl Registry {
         for i in 0..self.num_threads() {
             self.sleep.notify_worker(i);
         }
+        self.note_injected();
+    }
+
+    /// Broadcast jobs not yet taken (a hint, for the demand estimate).
+    pub(crate) fn queued_broadcasts(&self) -> usize {
+        let broadcasts = self.broadcasts.lock().unwrap_or_else(|p| p.into_inner());
+        broadcasts.iter().map(|w| w.len()).sum()
     }
 
     /// Run `op` on a worker of this pool: here if we are one, else by injecting and waiting.

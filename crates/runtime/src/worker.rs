@@ -28,6 +28,7 @@ use std::time::Instant;
 use crossbeam_deque::{Steal, Stealer, Worker};
 use partita_queues::XorShift64;
 
+use crate::control::BusyClock;
 use crate::job::{JobFifo, JobRef};
 use crate::latch::{AsCoreLatch, CoreLatch, Latch};
 use crate::ready::WorkerQueues;
@@ -46,6 +47,8 @@ pub(crate) struct WorkerCounters {
     pub(crate) unparks: AtomicU64,
     pub(crate) idle_ns: AtomicU64,
     pub(crate) suspended_ns: AtomicU64,
+    /// Busy time, for the demand estimate (`control/report.rs`).
+    pub(crate) busy: BusyClock,
 }
 
 /// Add to a counter that only the calling worker writes.
@@ -314,7 +317,11 @@ impl WorkerThread {
             if let Some(job) = self.find_work() {
                 break Some(job);
             }
-            started.get_or_insert_with(Instant::now);
+            if started.is_none() {
+                let now = Instant::now();
+                self.busy_at(now, false);
+                started = Some(now);
+            }
             if searching && rounds < SPIN_ROUNDS {
                 rounds += 1;
                 thread::yield_now();
@@ -324,6 +331,7 @@ impl WorkerThread {
                 continue; // the latch was set meanwhile
             }
             bump(&self.counters().sleeps, 1);
+            self.registry.note_worker_idle();
             let slept = sleep.sleep(self.index, searching, safe_point, || {
                 self.idle_should_stop(latch, safe_point) || self.has_visible_work()
             });
@@ -346,10 +354,35 @@ impl WorkerThread {
             sleep.wake_any();
         }
         if let Some(started) = started {
-            let idle = (started.elapsed().as_nanos() as u64).saturating_sub(suspended);
+            let end = Instant::now();
+            let idle = (end.saturating_duration_since(started).as_nanos() as u64)
+                .saturating_sub(suspended);
             bump(&self.counters().idle_ns, idle);
+            self.busy_at(end, true);
         }
         found
+    }
+
+    /// This worker is busy (`true`) or not from `now` on, for the demand estimate. Called
+    /// where the clock is read anyway (the edges of idle episodes and suspensions). Worker 0
+    /// of a `use_current_thread` pool is the user's thread: not accounted.
+    #[inline]
+    pub(crate) fn busy_at(&self, now: Instant, busy: bool) {
+        if self.index == 0 && self.registry.borrowed_thread0 {
+            return;
+        }
+        let t = self.registry.now_ns(now);
+        let c = &self.counters().busy;
+        if busy {
+            c.begin(t)
+        } else {
+            c.end(t)
+        }
+    }
+
+    /// [`WorkerThread::busy_at`] now.
+    pub(crate) fn busy_edge(&self, busy: bool) {
+        self.busy_at(Instant::now(), busy)
     }
 }
 
@@ -370,6 +403,7 @@ pub(crate) fn main_loop(seed: WorkerSeed) {
         registry.catch_unwind(|| handler(index));
     }
     let terminate = info.terminate.as_core_latch();
+    wt.busy_edge(true);
     loop {
         if let Some(job) = wt.take_broadcast() {
             wt.execute(job);

@@ -7,26 +7,34 @@
 //! Contract:
 //! - The pool calls [`attach`] once, at build time, when its process-control mode is
 //!   `Manager` (the default) and `PARTITA` is not `off`. It keeps the returned guard for its
-//!   lifetime; dropping the guard disconnects and stops the client thread.
+//!   lifetime; dropping the guard disconnects and stops the client thread. `attach` never
+//!   blocks: registration happens on the client thread, and the pool runs at full size until
+//!   the manager answers.
 //! - The client calls [`Controlled::set_target_workers`] when the manager's target changes
 //!   (0 means a granted zero quantum), [`Controlled::set_cpus`] when the CPU set changes, and
 //!   reverts to `set_target_workers(pool_size)` / `set_cpus(None)` when the manager goes away.
 //! - The client reads demand and counters through the other methods to fill the
-//!   application→manager half of the control page.
+//!   application→manager half of the control page, and while a session is live it hands the
+//!   pool a [`Doorbell`] through which the pool publishes a changed demand at once (see
+//!   `control/report.rs`).
 
 //!
 //! How the client works (one background thread per pool, blocking std I/O, no async runtime):
-//! 1. [`attach`] connects to the manager socket (`PARTITA_SOCKET`, else
-//!    `$XDG_RUNTIME_DIR/partita.sock`, else `/run/partita/partita.sock`), sends the hello, and
-//!    receives the welcome with the control page's memfd ([`register`]). Any failure: one
-//!    warning, standalone.
+//! 1. The thread looks for the manager socket (`PARTITA_SOCKET`, else
+//!    `$XDG_RUNTIME_DIR/partita.sock`, else `/run/partita/partita.sock`); when one exists it
+//!    connects, sends the hello, and receives the welcome with the control page's memfd
+//!    ([`register`]). No socket, or a failure: standalone, and it looks again with
+//!    exponential backoff (10 ms … 1 s) — so a pool built before the manager starts registers
+//!    when it appears, and an idle pool's search costs one `stat` and one timed wait per
+//!    second.
 //! 2. The thread then loops ([`session`]): read the page's allocation (seqlock), apply a new
 //!    target / CPU set to the pool, write demand, active workers, counters and the heartbeat,
 //!    ring the manager's doorbell when demand changed, check the socket for EOF, and sleep on
 //!    the page's futex word (woken by the manager at every change) for at most one tick.
+//!    Between ticks the pool itself publishes and rings when it can tell at once that its
+//!    demand moved (the doorbell is rate-bounded).
 //! 3. When the manager goes away (EOF, error, page problem) the pool reverts to its standalone
-//!    size and no CPU confinement, with one warning, and the thread retries with exponential
-//!    backoff (10 ms … 1 s) until a manager answers again, then registers afresh.
+//!    size and no CPU confinement, with one warning, and the thread goes back to step 1.
 
 mod register;
 mod session;
@@ -34,6 +42,8 @@ mod session;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
+
+use crate::control::Doorbell;
 
 /// What the manager client may do to a pool.
 pub(crate) trait Controlled: Send + Sync + 'static {
@@ -49,13 +59,17 @@ pub(crate) trait Controlled: Send + Sync + 'static {
     /// Confine the workers to these CPUs (`None`: no confinement). Workers re-pin themselves at
     /// their next safe point.
     fn set_cpus(&self, cpus: Option<Vec<usize>>);
-    /// Demand to report: `min(pool size, max(1, runnable tasks observed))`, smoothed, capped
-    /// by the application's own `set_demand`; `0` when the pool has no work.
+    /// Sample the demand now and publish it through the doorbell (if one is set), returning
+    /// it. The demand is the pool's runnable average (busy workers plus queued tasks)
+    /// over a short window, rounded with hysteresis, capped by the application's own
+    /// `set_demand`; `0` once the pool has been idle for the window (`control/demand.rs`).
     fn demand(&self) -> u32;
     /// Tasks run since the pool started.
     fn tasks_run(&self) -> u64;
     /// Nanoseconds workers spent idle (searching or sleeping) since the pool started.
     fn idle_ns(&self) -> u64;
+    /// Hand the pool the live session's doorbell (`None` when the session ends).
+    fn set_doorbell(&self, bell: Option<Arc<dyn Doorbell>>);
 }
 
 /// Keeps the client connected; dropping it disconnects (sends a goodbye) and stops the thread.
@@ -77,17 +91,14 @@ impl Drop for ClientGuard {
     }
 }
 
-/// Connect `pool` to a manager if one is reachable. Returns `None` (standalone) when no
-/// manager socket exists, `PARTITA=off`, or registration fails (after one warning).
+/// Start the client thread for `pool`: it registers with a manager when one is reachable (now
+/// or later) and follows it. Returns `None` only when `PARTITA=off` or the thread cannot
+/// start (one warning). Never blocks on the manager.
 /// Environment: `PARTITA_SOCKET` (socket path), `PARTITA_NAME` (name shown by the manager),
 /// `PARTITA_PARTITION` (partition hint), `PARTITA_CLIENT_TICK_US` (demand sampling period
-/// while busy).
+/// while busy), all read here, once.
 pub(crate) fn attach(pool: Weak<dyn Controlled>, name: &str) -> Option<ClientGuard> {
     if std::env::var("PARTITA").is_ok_and(|v| v == "off") {
-        return None;
-    }
-    let socket = partita_protocol::socket_path();
-    if !socket.exists() {
         return None;
     }
     let pool_size = pool.upgrade()?.pool_size();
@@ -95,23 +106,17 @@ pub(crate) fn attach(pool: Weak<dyn Controlled>, name: &str) -> Option<ClientGua
     // `PARTITA_NAME` overrides the name the pool chose (the executable's).
     let name = std::env::var("PARTITA_NAME").unwrap_or_else(|_| name.to_string());
     let params = register::Params {
-        socket,
+        sockets: register::candidate_sockets(),
         name,
         hint,
         pool_size: pool_size as u32,
     };
-    let conn = match register::register(&params) {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::warn!(socket = %params.socket.display(), error = %e, "partita: not registered with the manager; running standalone");
-            return None;
-        }
-    };
+    let tick = busy_tick();
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
     let thread = std::thread::Builder::new()
         .name("partita-client".into())
-        .spawn(move || client_thread(pool, params, conn, stop2));
+        .spawn(move || client_thread(pool, params, stop2, tick));
     match thread {
         Ok(t) => Some(ClientGuard {
             stop,
@@ -134,50 +139,65 @@ fn busy_tick() -> Duration {
         .map_or(Duration::from_millis(1), Duration::from_micros)
 }
 
+/// First and longest wait between two looks for a manager.
+const BACKOFF_MIN: Duration = Duration::from_millis(10);
+const BACKOFF_MAX: Duration = Duration::from_secs(1);
+
 fn client_thread(
     pool: Weak<dyn Controlled>,
     params: register::Params,
-    first: register::Connection,
     stop: Arc<AtomicBool>,
+    tick: Duration,
 ) {
-    let tick = busy_tick();
-    let mut conn = Some(first);
+    let mut registered_before = false;
     loop {
-        if let Some(c) = conn.take() {
-            let end = session::run(&pool, c, &stop, tick);
-            // Standalone again: whole pool, no confinement.
-            if let Some(p) = pool.upgrade() {
-                p.set_target_workers(p.pool_size());
-                p.set_cpus(None);
-            }
-            match end {
-                session::End::Stopped | session::End::PoolGone => return,
-                session::End::Lost(why) => {
-                    tracing::warn!(reason = %why, "partita: lost the manager; running standalone and retrying");
-                }
+        let Some(conn) = find_manager(&pool, &params, &stop) else {
+            return;
+        };
+        if registered_before {
+            tracing::info!("partita: registered with the manager again");
+        }
+        registered_before = true;
+        let end = session::run(&pool, conn, &stop, tick);
+        // Standalone again: whole pool, no confinement.
+        if let Some(p) = pool.upgrade() {
+            p.set_target_workers(p.pool_size());
+            p.set_cpus(None);
+        }
+        match end {
+            session::End::Stopped | session::End::PoolGone => return,
+            session::End::Lost(why) => {
+                tracing::warn!(reason = %why, "partita: lost the manager; running standalone and retrying");
             }
         }
-        // Reconnect with exponential backoff.
-        let mut backoff = Duration::from_millis(10);
-        loop {
-            if stop.load(Ordering::Acquire) || pool.strong_count() == 0 {
-                return;
-            }
-            std::thread::park_timeout(backoff);
-            if stop.load(Ordering::Acquire) || pool.strong_count() == 0 {
-                return;
-            }
-            if params.socket.exists() {
-                match register::register(&params) {
-                    Ok(c) => {
-                        tracing::info!("partita: registered with the manager again");
-                        conn = Some(c);
-                        break;
-                    }
-                    Err(e) => tracing::debug!(error = %e, "partita: reconnect failed"),
-                }
-            }
-            backoff = (backoff * 2).min(Duration::from_secs(1));
+    }
+}
+
+/// Look for a manager until one registers us (`Some`), or the pool or its guard goes away.
+/// Between looks the thread sleeps with exponential backoff (10 ms … 1 s), woken early only
+/// by the guard's drop: an idle pool without a manager costs one `stat` per second.
+fn find_manager(
+    pool: &Weak<dyn Controlled>,
+    params: &register::Params,
+    stop: &AtomicBool,
+) -> Option<register::Connection> {
+    let mut backoff = BACKOFF_MIN;
+    let mut warned = false;
+    loop {
+        if stop.load(Ordering::Acquire) || pool.strong_count() == 0 {
+            return None;
         }
+        if let Some(socket) = params.existing_socket() {
+            match register::register(params, &socket) {
+                Ok(c) => return Some(c),
+                Err(e) if !warned => {
+                    warned = true;
+                    tracing::warn!(socket = %socket.display(), error = %e, "partita: not registered with the manager; running standalone and retrying");
+                }
+                Err(e) => tracing::debug!(error = %e, "partita: registration failed"),
+            }
+        }
+        std::thread::park_timeout(backoff);
+        backoff = (backoff * 2).min(BACKOFF_MAX);
     }
 }

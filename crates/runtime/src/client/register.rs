@@ -6,17 +6,40 @@ use partita_protocol::wire::{frame_len, ClientMessage, Hello, ManagerMessage, MA
 use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// What registration needs (kept for reconnecting).
 #[derive(Debug, Clone)]
 pub(crate) struct Params {
-    pub socket: PathBuf,
+    /// Where a manager's socket may appear, in order of preference.
+    pub sockets: Vec<PathBuf>,
     pub name: String,
     pub hint: String,
     pub pool_size: u32,
+}
+
+impl Params {
+    /// The first candidate socket that exists now (one `stat` per candidate).
+    pub(crate) fn existing_socket(&self) -> Option<PathBuf> {
+        self.sockets.iter().find(|p| p.exists()).cloned()
+    }
+}
+
+/// Where to look for a manager: `PARTITA_SOCKET` alone if set, else
+/// `$XDG_RUNTIME_DIR/partita.sock` then the system socket (partita-protocol's
+/// `socket_path`, kept as a list so a manager that starts later is found in either place).
+pub(crate) fn candidate_sockets() -> Vec<PathBuf> {
+    if let Some(p) = std::env::var_os("PARTITA_SOCKET") {
+        return vec![PathBuf::from(p)];
+    }
+    let mut v = Vec::new();
+    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR") {
+        v.push(PathBuf::from(dir).join(partita_protocol::SOCKET_NAME));
+    }
+    v.push(PathBuf::from(partita_protocol::SYSTEM_SOCKET));
+    v
 }
 
 /// A registered connection: the socket (non-blocking from now on) and the mapped page.
@@ -48,9 +71,9 @@ fn io(call: &'static str) -> impl FnOnce(std::io::Error) -> RegisterError {
     move |source| RegisterError::Io { call, source }
 }
 
-/// Connect and register; blocks at most a few seconds.
-pub(crate) fn register(p: &Params) -> Result<Connection, RegisterError> {
-    let mut stream = UnixStream::connect(&p.socket).map_err(io("connect"))?;
+/// Connect to `socket` and register; blocks at most a few seconds (on the client thread).
+pub(crate) fn register(p: &Params, socket: &Path) -> Result<Connection, RegisterError> {
+    let mut stream = UnixStream::connect(socket).map_err(io("connect"))?;
     stream
         .set_read_timeout(Some(Duration::from_secs(3)))
         .map_err(io("setsockopt"))?;

@@ -2,11 +2,13 @@
 
 use super::register::Connection;
 use super::Controlled;
-use partita_protocol::page::monotonic_ns;
+use crate::control::Doorbell;
+use partita_protocol::page::{monotonic_ns, PageMap};
 use partita_protocol::wire::{frame_len, ClientMessage, ManagerMessage, MAX_MANAGER_FRAME};
 use std::io::{Read, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Weak;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 /// How a session ended.
@@ -22,22 +24,111 @@ pub(crate) enum End {
 /// Idle tick: used after demand has been 0 for [`IDLE_AFTER`].
 const IDLE_TICK: Duration = Duration::from_millis(10);
 const IDLE_AFTER: Duration = Duration::from_millis(100);
+/// Doorbells are rung at most this often (ns); a change inside the interval is in the page at
+/// once and rung by the next tick.
+const MIN_RING_NS: u64 = 200_000;
+
+/// The session's connection, shared with the pool's events: the page's demand word and the
+/// doorbell. Whoever publishes (the client's tick or a pool event) stores the demand in the
+/// page, then rings if the value differs from the last one rung and the rate bound allows.
+pub(crate) struct Bell {
+    stream: UnixStream,
+    page: PageMap,
+    ring: Vec<u8>,
+    /// Demand last rung (`u32::MAX`: none yet).
+    rung: AtomicU32,
+    /// When the doorbell last rang (ns since `base`; 0: never).
+    last_ring_ns: AtomicU64,
+    base: Instant,
+    /// A ring failed with an error other than a full buffer: the session ends at its tick.
+    broken: AtomicBool,
+}
+
+impl Bell {
+    fn new(conn: Connection) -> Bell {
+        Bell {
+            stream: conn.stream,
+            page: conn.page,
+            ring: ClientMessage::DemandChanged.encode(),
+            rung: AtomicU32::new(u32::MAX),
+            last_ring_ns: AtomicU64::new(0),
+            base: Instant::now(),
+            broken: AtomicBool::new(false),
+        }
+    }
+
+    /// Publish `demand`; a socket error other than a full buffer is returned.
+    fn publish_checked(&self, demand: u32) -> std::io::Result<()> {
+        // The page first: the doorbell only says "look at the page".
+        self.page.app.demand.store(demand, Ordering::Relaxed);
+        if self.rung.load(Ordering::Relaxed) == demand {
+            return Ok(());
+        }
+        let now = (self.base.elapsed().as_nanos() as u64).max(1);
+        let last = self.last_ring_ns.load(Ordering::Relaxed);
+        if last != 0 && now < last + MIN_RING_NS {
+            return Ok(()); // rate bound: the next tick rings
+        }
+        // One ringer per interval.
+        if self
+            .last_ring_ns
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            return Ok(());
+        }
+        self.rung.store(demand, Ordering::Relaxed);
+        // A full socket buffer only delays the manager's reaction to its next periodic
+        // reallocation.
+        match (&self.stream).write(&self.ring) {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl Doorbell for Bell {
+    /// Called by the pool (its tick-time `demand()` and its events) with its estimate locked.
+    /// A send error marks the session broken; the session loop ends it.
+    fn publish(&self, demand: u32) {
+        if self.publish_checked(demand).is_err() {
+            self.broken.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Takes the doorbell back from the pool when the session ends, however it ends.
+struct Lend<'a>(&'a Weak<dyn Controlled>);
+
+impl Drop for Lend<'_> {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.upgrade() {
+            p.set_doorbell(None);
+        }
+    }
+}
 
 pub(crate) fn run(
     pool: &Weak<dyn Controlled>,
-    mut conn: Connection,
+    conn: Connection,
     stop: &AtomicBool,
     busy_tick: Duration,
 ) -> End {
-    let page = &conn.page;
+    let bell = Arc::new(Bell::new(conn));
+    let _lend = Lend(pool);
+    match pool.upgrade() {
+        Some(p) => p.set_doorbell(Some(bell.clone() as Arc<dyn Doorbell>)),
+        None => return End::PoolGone,
+    }
+    let page = &bell.page;
     let mut applied_epoch: Option<u64> = None;
     let mut applied_cpus = partita_protocol::CpuSet::new();
-    let mut last_demand: Option<u32> = None;
     let mut applied_expired = false;
     let mut last_busy = Instant::now();
     loop {
         if stop.load(Ordering::Acquire) {
-            let _ = conn.stream.write_all(&ClientMessage::Goodbye.encode());
+            let _ = (&bell.stream).write_all(&ClientMessage::Goodbye.encode());
             return End::Stopped;
         }
         let Some(p) = pool.upgrade() else {
@@ -68,9 +159,9 @@ pub(crate) fn run(
             applied_epoch = Some(a.epoch);
             applied_expired = expired;
         }
+        // Samples the pool and publishes the demand through the doorbell (see `Bell`).
         let demand = p.demand();
         let side = &page.app;
-        side.demand.store(demand, Ordering::Relaxed);
         side.active
             .store(p.active_workers() as u32, Ordering::Relaxed);
         side.tasks_run.store(p.tasks_run(), Ordering::Relaxed);
@@ -79,30 +170,24 @@ pub(crate) fn run(
             .store(crate::traffic::reported_bytes(), Ordering::Relaxed);
         side.heartbeat.store(monotonic_ns(), Ordering::Release);
         drop(p);
-        if last_demand != Some(demand) {
-            // The doorbell: the demand itself is in the page. A full socket buffer only delays
-            // the manager's reaction to its next periodic reallocation.
-            match conn.stream.write(&ClientMessage::DemandChanged.encode()) {
-                Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(e) => return End::Lost(format!("send: {e}")),
-            }
-            last_demand = Some(demand);
+        if bell.broken.load(Ordering::Relaxed) {
+            return End::Lost("send: the doorbell could not be rung".into());
         }
         if demand > 0 {
             last_busy = Instant::now();
         }
         // Anything from the manager after the welcome is an error report, or EOF.
         let mut buf = [0u8; 2048];
-        match conn.stream.read(&mut buf) {
+        match (&bell.stream).read(&mut buf) {
             Ok(0) => return End::Lost("the manager closed the connection".into()),
             Ok(n) => return End::Lost(describe(&buf[..n])),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return End::Lost(format!("recv: {e}")),
         }
+        // An idle pool never ticks faster than a busy one; its events still ring at once.
         let tick = if last_busy.elapsed() > IDLE_AFTER {
-            IDLE_TICK
+            IDLE_TICK.max(busy_tick)
         } else {
             busy_tick
         };

@@ -8,8 +8,11 @@ use std::sync::Mutex;
 
 use crossbeam_utils::CachePadded;
 
+use super::report::{Event, Reporting};
 #[cfg(not(loom))]
 use crate::client::Controlled;
+#[cfg(not(loom))]
+use crate::control::Doorbell;
 use crate::control::{self, Need, ProcessControl};
 use crate::registry::Registry;
 use crate::worker::{bump, WorkerThread};
@@ -28,8 +31,24 @@ pub(crate) struct Control {
     pub(crate) cpus_epoch: AtomicU64,
     /// The application's own limit (`set_demand`).
     pub(crate) need: Mutex<Need>,
-    /// State of the demand estimate between two reports.
-    pub(crate) smoothed_demand: Mutex<f64>,
+    /// The demand estimate and the manager's doorbell (`report.rs`).
+    pub(crate) report: Reporting,
+}
+
+impl Control {
+    /// A pool of `n` workers, all active, following `mode`.
+    pub(crate) fn new(mode: ProcessControl, n: usize) -> Control {
+        Control {
+            mode,
+            target: CachePadded::new(AtomicUsize::new(n)),
+            active: AtomicUsize::new(n),
+            change: Mutex::new(()),
+            cpus: Mutex::new(None),
+            cpus_epoch: AtomicU64::new(0),
+            need: Mutex::new(Need::Unlimited),
+            report: Reporting::default(),
+        }
+    }
 }
 
 impl Registry {
@@ -92,8 +111,10 @@ impl Registry {
         self.control.mode
     }
 
+    /// The application's own limit on its demand; a manager hears of it at once.
     pub(crate) fn set_need(&self, need: Need) {
         *self.control.need.lock().unwrap_or_else(|p| p.into_inner()) = need;
+        self.demand_event(Event::NeedChanged);
     }
 
     pub(crate) fn set_cpu_set(&self, cpus: Option<Vec<usize>>) {
@@ -101,35 +122,6 @@ impl Registry {
         // Release after the set is stored: a worker that sees the new epoch (Acquire, at its
         // safe point) then reads the new set under the mutex anyway.
         self.control.cpus_epoch.fetch_add(1, Ordering::Release);
-    }
-
-    /// Runnable work observed now: busy workers plus queued tasks.
-    fn observed_runnable(&self) -> usize {
-        let (sleepers, searchers) = self.sleep.snapshot();
-        let busy = self.active().saturating_sub(sleepers + searchers);
-        let queued: usize = self.ready.len()
-            + self
-                .thread_infos
-                .iter()
-                .map(|t| t.stealer.len())
-                .sum::<usize>();
-        busy + queued
-    }
-
-    pub(crate) fn demand_now(&self) -> u32 {
-        let n = self.num_threads();
-        let limit = control::need_limit(
-            *self.control.need.lock().unwrap_or_else(|p| p.into_inner()),
-            n,
-        );
-        let mut s = self
-            .control
-            .smoothed_demand
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let (d, new) = control::next_demand(self.observed_runnable(), *s, limit, n);
-        *s = new;
-        d
     }
 }
 
@@ -158,6 +150,9 @@ impl Controlled for Registry {
     }
     fn idle_ns(&self) -> u64 {
         self.stats().idle_time.as_nanos() as u64
+    }
+    fn set_doorbell(&self, bell: Option<std::sync::Arc<dyn Doorbell>>) {
+        Registry::set_doorbell(self, bell);
     }
 }
 
@@ -199,8 +194,10 @@ impl WorkerThread {
         while let Some(job) = self.worker.pop() {
             reg.ready.post_from(&self.queues, job);
         }
+        self.busy_edge(false);
         reg.suspended(self.index);
         self.wait_suspended();
+        self.busy_edge(true);
     }
 
     /// Second half of a suspension (ours, or one done in place while we slept): park until

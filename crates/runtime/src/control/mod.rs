@@ -10,8 +10,13 @@
 //! that cancel out before anyone reaches a safe point do nothing — Tucker's damping.
 
 mod apply;
+pub(crate) mod demand;
+mod report;
 
 pub(crate) use apply::Control;
+pub(crate) use report::BusyClock;
+#[cfg(not(loom))]
+pub(crate) use report::Doorbell;
 
 /// Who decides how many workers of a pool are active.
 ///
@@ -76,27 +81,6 @@ pub(crate) fn need_limit(need: Need, size: usize) -> usize {
     }
 }
 
-/// One step of the demand estimate reported to a manager.
-///
-/// `observed` is the runnable work seen now (busy workers plus queued tasks). The raw demand
-/// is `min(size, max(1, observed))`; it is smoothed with weight ½ on the previous value and
-/// capped by `limit` (the application's [`Need`]). A pool with nothing runnable reports 0 and
-/// restarts smoothing from 0, so an idle application releases its CPUs at once and asks again
-/// as soon as work appears. Returns (report, new smoothed value).
-pub(crate) fn next_demand(observed: usize, prev: f64, limit: usize, size: usize) -> (u32, f64) {
-    if observed == 0 || size == 0 {
-        return (0, 0.0);
-    }
-    let raw = observed.clamp(1, size) as f64;
-    let smoothed = if prev <= 0.0 {
-        raw
-    } else {
-        0.5 * prev + 0.5 * raw
-    };
-    let report = (smoothed.ceil() as usize).clamp(1, size).min(limit);
-    (report as u32, smoothed)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,15 +104,6 @@ mod tests {
         assert_eq!(need_limit(Need::Unlimited, 4), 4);
     }
 
-    #[test]
-    fn demand_idle_is_zero_and_resets() {
-        assert_eq!(next_demand(0, 3.0, 4, 4), (0, 0.0));
-        let (d, s) = next_demand(3, 0.0, 4, 4);
-        assert_eq!((d, s), (3, 3.0));
-        let (d, _) = next_demand(1, s, 4, 4);
-        assert_eq!(d, 2); // (3 + 1) / 2
-    }
-
     proptest! {
         #[test]
         fn clamp_stays_in_range(req in 0usize..1000, size in 1usize..256, zero: bool) {
@@ -139,15 +114,5 @@ mod tests {
             if req >= 1 && req <= size { prop_assert_eq!(t, req); }
         }
 
-        #[test]
-        fn demand_bounds(obs in 0usize..1000, prev in 0.0f64..300.0, size in 1usize..256,
-                         need in 0usize..300) {
-            let limit = need_limit(Need::Absolute(need), size);
-            let (d, s) = next_demand(obs, prev.min(size as f64), limit, size);
-            prop_assert!(d as usize <= size);
-            prop_assert!(d as usize <= limit);
-            if obs == 0 { prop_assert_eq!(d, 0); prop_assert_eq!(s, 0.0); }
-            if obs > 0 && limit > 0 { prop_assert!(d >= 1); }
-        }
     }
 }

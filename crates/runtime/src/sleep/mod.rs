@@ -261,7 +261,8 @@ impl Sleep {
         *st = State::Awake;
     }
 
-    /// (sleepers, searchers) right now: a snapshot for demand estimates and tests.
+    /// (sleepers, searchers) right now: a snapshot for tests.
+    #[cfg(test)]
     pub(crate) fn snapshot(&self) -> (usize, usize) {
         // Relaxed: a statistic, not part of the protocol.
         let c = self.counters.load(Ordering::Relaxed);

@@ -1,0 +1,297 @@
+//! The manager client against a scripted manager (a Unix socket and a control page made here
+//! with partita-protocol): registration never delays the pool, a pool built before the
+//! manager registers when it appears, demand changes ring the doorbell at once, and a loop of
+//! short scopes reports a steady demand.
+//!
+//! The client reads its environment when a pool is built, so each test holds `ENV` while it
+//! sets `PARTITA_SOCKET` and builds its pool. Assertions are on counts and values; the only
+//! times are generous timeouts that a passing run never reaches.
+
+use partita_protocol::page::PageMap;
+use partita_protocol::sys::send_with_fd;
+use partita_protocol::wire::{
+    frame_len, ClientMessage, Hello, ManagerMessage, MAX_CLIENT_FRAME, PROTOCOL_VERSION,
+};
+use partita_runtime::{Need, ThreadPool, ThreadPoolBuilder};
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+static ENV: Mutex<()> = Mutex::new(());
+
+const LONG: Duration = Duration::from_secs(10);
+
+fn env_lock() -> MutexGuard<'static, ()> {
+    ENV.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn socket_path(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("partita-client-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join("m.sock")
+}
+
+/// Build a pool of `n` in the default (manager) mode while `PARTITA_SOCKET` points at `socket`.
+fn pool_for(socket: &std::path::Path, n: usize, tick_us: Option<u64>) -> ThreadPool {
+    // SAFETY: every reader of the environment in this test process is Rust code going through
+    // std::env, which takes std's environment lock; no C library call here reads it
+    // concurrently. (The runtime reads these variables; it has no builder option for them.)
+    unsafe {
+        std::env::set_var("PARTITA_SOCKET", socket);
+        match tick_us {
+            Some(us) => std::env::set_var("PARTITA_CLIENT_TICK_US", us.to_string()),
+            None => std::env::remove_var("PARTITA_CLIENT_TICK_US"),
+        }
+        std::env::remove_var("PARTITA");
+    }
+    ThreadPoolBuilder::new().num_threads(n).build().unwrap()
+}
+
+fn accept(listener: &UnixListener) -> UnixStream {
+    listener.set_nonblocking(true).unwrap();
+    let deadline = Instant::now() + LONG;
+    loop {
+        match listener.accept() {
+            Ok((s, _)) => {
+                s.set_nonblocking(false).unwrap();
+                s.set_read_timeout(Some(LONG)).unwrap();
+                return s;
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                assert!(Instant::now() < deadline, "no client connected");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => panic!("accept: {e}"),
+        }
+    }
+}
+
+fn read_message(s: &mut UnixStream) -> ClientMessage {
+    let mut prefix = [0u8; 4];
+    s.read_exact(&mut prefix).expect("a frame from the client");
+    let len = frame_len(prefix, MAX_CLIENT_FRAME).unwrap();
+    let mut payload = vec![0u8; len];
+    s.read_exact(&mut payload).unwrap();
+    ClientMessage::decode(&payload).unwrap()
+}
+
+fn read_hello(s: &mut UnixStream) -> Hello {
+    match read_message(s) {
+        ClientMessage::Hello(h) => h,
+        other => panic!("expected a hello, got {other:?}"),
+    }
+}
+
+/// Answer a hello: a page for `app_id`, sent with the welcome.
+fn welcome(s: &UnixStream, app_id: u32, pool_size: u32) -> PageMap {
+    let page = PageMap::create(app_id, pool_size).unwrap();
+    let msg = ManagerMessage::Welcome {
+        version: PROTOCOL_VERSION,
+        app_id,
+        partition: String::new(),
+    }
+    .encode();
+    send_with_fd(s.as_fd(), &msg, page.fd()).unwrap();
+    page
+}
+
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + LONG;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Read doorbells until `cond` holds on the page's demand; returns how many rang.
+fn rings_until(s: &mut UnixStream, page: &PageMap, cond: impl Fn(u32) -> bool) -> usize {
+    let mut rings = 0;
+    loop {
+        match read_message(s) {
+            ClientMessage::DemandChanged => rings += 1,
+            other => panic!("unexpected {other:?}"),
+        }
+        if cond(page.app.demand.load(Ordering::Relaxed)) {
+            return rings;
+        }
+    }
+}
+
+fn spin(d: Duration) {
+    let t = Instant::now();
+    while t.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
+#[test]
+fn registration_never_delays_the_pool() {
+    let _env = env_lock();
+    let path = socket_path("delay");
+    let listener = UnixListener::bind(&path).unwrap();
+    let pool = pool_for(&path, 2, None);
+    // The manager has the hello but has not answered: the pool already runs, at full size.
+    let mut s = accept(&listener);
+    let hello = read_hello(&mut s);
+    assert_eq!(hello.pool_size, 2);
+    let (a, b) = pool.install(|| partita_runtime::join(|| 1, || 2));
+    assert_eq!(a + b, 3);
+    assert_eq!((pool.target_workers(), pool.active_workers()), (2, 2));
+    // Once it answers, the pool follows the page.
+    let page = welcome(&s, 1, 2);
+    page.manager.publish(1, &partita_protocol::CpuSet::new());
+    wait_until("the pool to follow target 1", || pool.active_workers() == 1);
+    drop(pool);
+    // The client says goodbye when the pool goes.
+    loop {
+        match read_message(&mut s) {
+            ClientMessage::Goodbye => break,
+            ClientMessage::DemandChanged => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_pool_built_before_the_manager_registers_when_it_appears() {
+    let _env = env_lock();
+    let path = socket_path("late");
+    let pool = pool_for(&path, 2, None);
+    assert_eq!(pool.install(|| 40 + 2), 42);
+    // Let the client look for the socket a few times (its backoff grows meanwhile).
+    std::thread::sleep(Duration::from_millis(50));
+    let listener = UnixListener::bind(&path).unwrap();
+    let mut s = accept(&listener);
+    assert_eq!(read_hello(&mut s).pool_size, 2);
+    let page = welcome(&s, 7, 2);
+    page.manager.publish(1, &partita_protocol::CpuSet::new());
+    wait_until("the late-registered pool to follow target 1", || {
+        pool.active_workers() == 1
+    });
+    // The client's heartbeat shows it follows the page.
+    wait_until("a heartbeat", || {
+        page.app.heartbeat.load(Ordering::Acquire) != 0
+    });
+}
+
+#[test]
+fn demand_changes_ring_without_waiting_for_a_tick() {
+    let _env = env_lock();
+    let path = socket_path("ring");
+    let listener = UnixListener::bind(&path).unwrap();
+    // A 60 s tick: within this test only the pool's own events can ring.
+    let pool = pool_for(&path, 2, Some(60_000_000));
+    let mut s = accept(&listener);
+    read_hello(&mut s);
+    let page = welcome(&s, 3, 2);
+    // The session's first tick reports the new pool.
+    assert!(rings_until(&mut s, &page, |_| true) >= 1);
+    // Once the workers' start-up has left the estimate's window (and its hold), a
+    // `set_demand` (an event, not a tick) publishes the idle pool's 0 at once.
+    wait_until("an idle pool's demand of 0", || {
+        std::thread::sleep(Duration::from_millis(20));
+        pool.set_demand(Need::Unlimited);
+        page.app.demand.load(Ordering::Relaxed) == 0
+    });
+    // Work injected into a pool reporting 0 rings at once.
+    let stop = Arc::new(AtomicBool::new(false));
+    let st = stop.clone();
+    pool.spawn_broadcast(move |_| {
+        while !st.load(Ordering::Relaxed) {
+            spin(Duration::from_micros(100));
+        }
+    });
+    rings_until(&mut s, &page, |d| d >= 1);
+    // The application lowers its need, then lifts it: each rung at once, with its value.
+    // (Doorbells are at most one per 200 µs — a change inside that interval is in the page
+    // at once and rung by the next tick — so the steps are a millisecond apart.)
+    std::thread::sleep(Duration::from_millis(1));
+    pool.set_demand(Need::Absolute(0));
+    rings_until(&mut s, &page, |d| d == 0);
+    std::thread::sleep(Duration::from_millis(1));
+    pool.set_demand(Need::Unlimited);
+    rings_until(&mut s, &page, |d| d >= 1);
+    stop.store(true, Ordering::Relaxed);
+    // Dropping the pool would wait for its client's next (60 s) tick to see the guard go;
+    // leave the pool to the process instead.
+    std::mem::forget(pool);
+}
+
+#[test]
+fn a_loop_of_short_scopes_reports_a_steady_demand() {
+    let _env = env_lock();
+    let path = socket_path("steady");
+    let listener = UnixListener::bind(&path).unwrap();
+    let pool = pool_for(&path, 2, None);
+    let mut s = accept(&listener);
+    read_hello(&mut s);
+    let page = welcome(&s, 4, 2);
+    // Count the doorbells from a reader thread while the program loops over short scopes.
+    let done = Arc::new(AtomicBool::new(false));
+    let rings = Arc::new(Mutex::new(Vec::<(Instant, u32)>::new()));
+    let page = Arc::new(page);
+    let reader = {
+        let (done, rings, page) = (done.clone(), rings.clone(), page.clone());
+        let mut s = s.try_clone().unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 256];
+            while !done.load(Ordering::Relaxed) {
+                match s.read(&mut buf) {
+                    // Each doorbell is one small frame; count frames by their fixed size.
+                    Ok(n) => {
+                        let one = ClientMessage::DemandChanged.encode().len();
+                        let d = page.app.demand.load(Ordering::Relaxed);
+                        let mut r = rings.lock().unwrap();
+                        for _ in 0..n / one {
+                            r.push((Instant::now(), d));
+                        }
+                    }
+                    Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                    Err(e) => panic!("read: {e}"),
+                }
+            }
+        })
+    };
+    let start = Instant::now();
+    let mut regions = 0u64;
+    while start.elapsed() < Duration::from_millis(1200) {
+        pool.scope(|sc| {
+            for _ in 0..2 {
+                sc.spawn(|_| spin(Duration::from_micros(150)));
+            }
+        });
+        // A short serial gap between regions, as a program's own code would have.
+        spin(Duration::from_micros(50));
+        regions += 1;
+    }
+    done.store(true, Ordering::Relaxed);
+    reader.join().unwrap();
+    // After the first 200 ms (the estimate's window filling up), the demand settles: a
+    // handful of doorbells in a second (a machine loaded by other work can stall the pool
+    // for longer than the estimate's hold), not one per region or per tick (hundreds).
+    let settled: Vec<_> = rings
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(t, _)| t.duration_since(start) > Duration::from_millis(200))
+        .copied()
+        .collect();
+    assert!(regions > 200, "only {regions} regions ran");
+    assert!(
+        settled.len() <= 6,
+        "{} doorbells in a second of short scopes: {:?}",
+        settled.len(),
+        settled.iter().map(|r| r.1).collect::<Vec<_>>()
+    );
+    // And the demand it settled on is not 0.
+    assert!(page.app.demand.load(Ordering::Relaxed) >= 1);
+    drop(s);
+    drop(listener);
+    let _ = Write::flush(&mut std::io::stdout());
+}
