@@ -109,6 +109,8 @@ pub(crate) struct Registry {
     euid: u32,
     /// Bandwidth policy: counters, per-quantum selection, parked applications.
     bandwidth: crate::quantum::Bandwidth,
+    /// Moves, revocations, latency, refusals (the metrics endpoint's counters).
+    pub(crate) telemetry: crate::telemetry::Telemetry,
 }
 
 impl Registry {
@@ -139,6 +141,7 @@ impl Registry {
             privileged: euid == 0,
             euid,
             bandwidth,
+            telemetry: Default::default(),
         }
     }
 
@@ -332,12 +335,15 @@ impl Registry {
 
     /// Recompute the allocation and publish every change.
     pub(crate) fn reallocate(&mut self) {
+        let started = Instant::now();
         let input = self.alloc_input();
         let out = alloc::allocate(&input, &mut self.history);
         self.reallocations += 1;
         self.publish_apps(&out);
         self.confine_uncontrolled(&out);
         tracing::trace!(moves = out.moves, total = out.total(), "reallocated");
+        self.telemetry
+            .reallocated(started.elapsed(), &input, &self.last, &out);
         self.last = out;
     }
 
