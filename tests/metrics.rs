@@ -156,7 +156,16 @@ fn scrape_matches_status_with_two_applications() {
     );
     assert!(wait_until(LONG, || partita_manager::query_status(&socket).is_ok()));
 
+    // alpha alone first, so that beta's arrival takes a CPU alpha still wants (a revocation
+    // and a move) when there are two CPUs or more.
     let alpha = probe(&socket, "alpha", 2, 2);
+    let cpus = cli_status(&socket).cpus_managed as u32;
+    assert!(
+        wait_until(LONG, || cli_status(&socket)
+            .app_by_pid(alpha.pid())
+            .is_some_and(|a| a.target == cpus.min(2))),
+        "alpha did not get its CPUs"
+    );
     let beta = probe(&socket, "beta", 2, 2);
     assert!(
         wait_until(LONG, || {
@@ -239,6 +248,39 @@ fn scrape_matches_status_with_two_applications() {
         assert!(app == "alpha" || app == "beta", "{s:?}");
         assert_eq!(s.labels.get("partition"), Some("default"));
     }
+
+    let value = |metric: &str, app: &str| {
+        let s = first
+            .samples
+            .iter()
+            .find(|s| s.metric == metric && s.labels.get("app") == Some(app));
+        scalar(&s.unwrap_or_else(|| panic!("no {metric} for {app}")).value)
+    };
+    if cpus >= 2 {
+        assert!(value("partita_app_revocations_total", "alpha") >= 1.0);
+        assert!(value("partita_app_cpu_moves_total", "beta") >= 1.0);
+    }
+
+    // A registration refused (unknown partition) is counted by reason.
+    let refusals = |s: &Scrape| {
+        s.samples
+            .iter()
+            .find(|x| {
+                x.metric == "partita_registration_refusals_total"
+                    && x.labels.get("reason") == Some("unknown_partition")
+            })
+            .map(|x| scalar(&x.value))
+    };
+    assert_eq!(refusals(&first), Some(0.0));
+    let _lost = support::Proc::spawn(
+        Command::new(bin())
+            .args(["probe", "--name", "lost", "--partition", "nope", "--socket"])
+            .arg(&socket),
+    );
+    assert!(
+        wait_until(LONG, || refusals(&scrape(&addr)).is_some_and(|n| n >= 1.0)),
+        "refusal not counted"
+    );
 
     // Anything but /metrics is a 404.
     let other = ureq::get(&format!("http://{addr}/")).call();
