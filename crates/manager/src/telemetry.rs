@@ -286,17 +286,19 @@ mod tests {
     }
 
     proptest! {
-        /// Members' moves add up to the allocator's moves; partitions' moves to the same; a
+        /// Members' (applications' and uncontrolled processes') moves add up to the
+        /// allocator's moves; partitions' moves to the same; a
         /// member never has more revocations than CPUs it lost.
         #[test]
         fn moves_add_up(ncpu in 1usize..12,
-                        steps in prop::collection::vec(prop::collection::vec((0u32..2, 0u32..9), 0..5), 1..8)) {
+                        steps in prop::collection::vec((prop::collection::vec((0u32..2, 0u32..9), 0..5), prop::collection::vec(0u32..3, 2)), 1..8)) {
             let mut history = History::default();
             let mut before = AllocOutput::default();
             let mut tel = Telemetry::default();
             let n = steps.len();
-            for demands in steps {
-                let inp = input(ncpu, &demands);
+            for (demands, uncontrolled) in steps {
+                let mut inp = input(ncpu, &demands);
+                inp.uncontrolled = uncontrolled;
                 let after = allocate(&inp, &mut history);
                 let c = churn(&inp, &before, &after);
                 let sum: u64 = c.members.values().map(|m| m.moves).sum();
