@@ -34,7 +34,8 @@ enum Command {
     Status(cli::status::StatusArgs),
     /// A live view of partitions and applications (`q` quits; `--once` prints one frame).
     Top(cli::top::TopArgs),
-    /// Start an uncontrolled program confined to a partition.
+    /// Start a program under the manager: confined to a partition, or a build whose jobs
+    /// follow its allocation (--jobserver), or sized from it at start (--threads-env).
     Run(cli::run::RunArgs),
     /// Measure sustained memory bandwidth (a STREAM-like triad) and store it as the bandwidth
     /// policy's capacity.
@@ -59,11 +60,18 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Run(args) = &cli.command {
+        // The exit code is the command's.
+        return cli::run::run(args).unwrap_or_else(|e| {
+            eprintln!("partita: {e}");
+            ExitCode::FAILURE
+        });
+    }
     let result = match &cli.command {
         Command::Serve(args) => cli::serve::serve(args),
         Command::Status(args) => cli::status::status(args),
         Command::Top(args) => cli::top::top(args),
-        Command::Run(args) => cli::run::run(args),
+        Command::Run(_) => Ok(()), // handled above
         Command::Calibrate(args) => cli::calibrate::run(args).map_err(Into::into),
         Command::Simulate(args) => partita_sim::run(args).map(|_| ()).map_err(Into::into),
         Command::Completions(args) => cli::dist::completions(args, Cli::command()),

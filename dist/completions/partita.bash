@@ -457,7 +457,7 @@ _partita() {
             return 0
             ;;
         partita__subcmd__run)
-            opts="-h --partition --socket --help"
+            opts="-j -h --partition --socket --jobserver --threads-env --jobs --fifo --jobserver-style --no-confine --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -469,6 +469,22 @@ _partita() {
                     ;;
                 --socket)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --jobs)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -j)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --fifo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --jobserver-style)
+                    COMPREPLY=($(compgen -W "auto fifo pipe" -- "${cur}"))
                     return 0
                     ;;
                 *)

@@ -29,7 +29,7 @@ complete -c partita -n "__fish_partita_needs_command" -s V -l version -d 'Print 
 complete -c partita -n "__fish_partita_needs_command" -f -a "serve" -d 'Run the manager daemon (system mode as root, else user mode)'
 complete -c partita -n "__fish_partita_needs_command" -f -a "status" -d 'Show the manager\'s CPUs, partitions and applications'
 complete -c partita -n "__fish_partita_needs_command" -f -a "top" -d 'A live view of partitions and applications (`q` quits; `--once` prints one frame)'
-complete -c partita -n "__fish_partita_needs_command" -f -a "run" -d 'Start an uncontrolled program confined to a partition'
+complete -c partita -n "__fish_partita_needs_command" -f -a "run" -d 'Start a program under the manager: confined to a partition, or a build whose jobs follow its allocation (--jobserver), or sized from it at start (--threads-env)'
 complete -c partita -n "__fish_partita_needs_command" -f -a "calibrate" -d 'Measure sustained memory bandwidth (a STREAM-like triad) and store it as the bandwidth policy\'s capacity'
 complete -c partita -n "__fish_partita_needs_command" -f -a "simulate" -d 'Run the models: bandwidth-aware co-scheduling (Antonopoulos), allocation policies over time, NUMA page migration'
 complete -c partita -n "__fish_partita_needs_command" -f -a "completions" -d 'Print the completion script for a shell (bash, zsh, fish, elvish, powershell)'
@@ -54,7 +54,15 @@ complete -c partita -n "__fish_partita_using_subcommand top" -l once -d 'Print o
 complete -c partita -n "__fish_partita_using_subcommand top" -s h -l help -d 'Print help'
 complete -c partita -n "__fish_partita_using_subcommand run" -l partition -d 'Partition to run in (default: the default partition)' -r
 complete -c partita -n "__fish_partita_using_subcommand run" -l socket -d 'Socket path (default as for `serve`)' -r -F
-complete -c partita -n "__fish_partita_using_subcommand run" -s h -l help -d 'Print help'
+complete -c partita -n "__fish_partita_using_subcommand run" -s j -l jobs -d 'With --jobserver: most jobs at once (default: make\'s own -jN, else the CPUs available)' -r
+complete -c partita -n "__fish_partita_using_subcommand run" -l fifo -d 'With --jobserver: the fifo path (must not exist; default: a fresh one)' -r -F
+complete -c partita -n "__fish_partita_using_subcommand run" -l jobserver-style -d 'With --jobserver: how the jobserver is announced to the build' -r -f -a "auto\t'`fifo` when the `make` on `PATH` is GNU make ≥ 4.4 (or there is no make), else `pipe`'
+fifo\t'`--jobserver-auth=fifo:PATH` (make ≥ 4.4, cargo, rustc, ninja ≥ 1.13)'
+pipe\t'`--jobserver-auth=R,W` and `--jobserver-fds=R,W` with inherited descriptors (any make)'"
+complete -c partita -n "__fish_partita_using_subcommand run" -l jobserver -d 'Serve a GNU make jobserver (MAKEFLAGS / CARGO_MAKEFLAGS) whose tokens follow the build\'s allocation'
+complete -c partita -n "__fish_partita_using_subcommand run" -l threads-env -d 'Set OMP_NUM_THREADS, RAYON_NUM_THREADS and similar from the allocation at start'
+complete -c partita -n "__fish_partita_using_subcommand run" -l no-confine -d 'With --jobserver: do not set the build\'s CPU affinity to the allocated CPUs'
+complete -c partita -n "__fish_partita_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c partita -n "__fish_partita_using_subcommand calibrate" -l threads -d 'Threads, each pinned to one CPU (default: every CPU this process may use)' -r
 complete -c partita -n "__fish_partita_using_subcommand calibrate" -l array-mib -d 'MiB per array (three arrays); default: 4 × the last-level cache, at least 32 MiB' -r
 complete -c partita -n "__fish_partita_using_subcommand calibrate" -l reps -d 'Timed repetitions (the best is stored, as STREAM reports)' -r
@@ -103,7 +111,7 @@ complete -c partita -n "__fish_partita_using_subcommand probe" -s h -l help -d '
 complete -c partita -n "__fish_partita_using_subcommand help; and not __fish_seen_subcommand_from serve status top run calibrate simulate completions man demo workload probe help" -f -a "serve" -d 'Run the manager daemon (system mode as root, else user mode)'
 complete -c partita -n "__fish_partita_using_subcommand help; and not __fish_seen_subcommand_from serve status top run calibrate simulate completions man demo workload probe help" -f -a "status" -d 'Show the manager\'s CPUs, partitions and applications'
 complete -c partita -n "__fish_partita_using_subcommand help; and not __fish_seen_subcommand_from serve status top run calibrate simulate completions man demo workload probe help" -f -a "top" -d 'A live view of partitions and applications (`q` quits; `--once` prints one frame)'
-complete -c partita -n "__fish_partita_using_subcommand help; and not __fish_seen_subcommand_from serve status top run calibrate simulate completions man demo workload probe help" -f -a "run" -d 'Start an uncontrolled program confined to a partition'
+complete -c partita -n "__fish_partita_using_subcommand help; and not __fish_seen_subcommand_from serve status top run calibrate simulate completions man demo workload probe help" -f -a "run" -d 'Start a program under the manager: confined to a partition, or a build whose jobs follow its allocation (--jobserver), or sized from it at start (--threads-env)'
 complete -c partita -n "__fish_partita_using_subcommand help; and not __fish_seen_subcommand_from serve status top run calibrate simulate completions man demo workload probe help" -f -a "calibrate" -d 'Measure sustained memory bandwidth (a STREAM-like triad) and store it as the bandwidth policy\'s capacity'
 complete -c partita -n "__fish_partita_using_subcommand help; and not __fish_seen_subcommand_from serve status top run calibrate simulate completions man demo workload probe help" -f -a "simulate" -d 'Run the models: bandwidth-aware co-scheduling (Antonopoulos), allocation policies over time, NUMA page migration'
 complete -c partita -n "__fish_partita_using_subcommand help; and not __fish_seen_subcommand_from serve status top run calibrate simulate completions man demo workload probe help" -f -a "completions" -d 'Print the completion script for a shell (bash, zsh, fish, elvish, powershell)'

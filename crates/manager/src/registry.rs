@@ -93,6 +93,8 @@ pub(crate) struct Registry {
     partitions: Vec<PartitionConfig>,
     cpus: Vec<usize>,
     domains: Vec<u32>,
+    /// NUMA node of each CPU (indexed like `cpus`).
+    nodes: Vec<u32>,
     managed: CpuSet,
     apps: BTreeMap<AppId, App>,
     next_id: AppId,
@@ -117,7 +119,8 @@ impl Registry {
     pub(crate) fn new(config: Config, managed: CpuSet) -> Registry {
         let partitions = config.partition_list();
         let cpus = managed.to_vec();
-        let domains = cpus.iter().map(|&c| cache_domain(c)).collect();
+        let topo = alloc::topology::CpuTopology::read(&cpus);
+        let (domains, nodes) = (topo.llcs, topo.nodes);
         let enforcer = Enforcer::new(config.cgroups, managed);
         let bandwidth = crate::quantum::Bandwidth::new(&config, &partitions);
         let n = partitions.len();
@@ -127,6 +130,7 @@ impl Registry {
             partitions,
             cpus,
             domains,
+            nodes,
             managed,
             apps: BTreeMap::new(),
             next_id: 1,
@@ -352,6 +356,7 @@ impl Registry {
         let n = self.partitions.len();
         let mut input = AllocInput::new(self.cpus.clone(), self.partitions.clone());
         input.domains = self.domains.clone();
+        input.nodes = self.nodes.clone();
         input.now_ms = self.start.elapsed().as_millis() as u64;
         input.period_ms = self.config.realloc_period_ms;
         input.usage_decay = self.config.usage_decay.clone();
@@ -570,6 +575,7 @@ impl Registry {
                     demand: a.page.app.demand.load(Ordering::Relaxed),
                     target,
                     active: a.page.app.active.load(Ordering::Relaxed),
+                    nodes: self.nodes_of(&cpus),
                     cpus: cpus.to_vec(),
                     policy: self.partitions[a.partition].policy,
                     counter_source: self
@@ -599,17 +605,16 @@ impl Registry {
     }
 }
 
-/// L3 cache id of a CPU (its cache domain), 0 when sysfs does not say.
-fn cache_domain(cpu: usize) -> u32 {
-    for idx in (0..5).rev() {
-        let base = format!("/sys/devices/system/cpu/cpu{cpu}/cache/index{idx}");
-        if let Ok(level) = std::fs::read_to_string(format!("{base}/level")) {
-            if level.trim() == "3" {
-                if let Ok(id) = std::fs::read_to_string(format!("{base}/id")) {
-                    return id.trim().parse().unwrap_or(0);
-                }
-            }
-        }
+impl Registry {
+    /// The NUMA nodes `cpus` lie on, ascending (for `partita status`).
+    fn nodes_of(&self, cpus: &CpuSet) -> Vec<u32> {
+        let mut nodes: Vec<u32> = cpus
+            .iter()
+            .filter_map(|c| self.cpus.iter().position(|&x| x == c))
+            .map(|i| self.nodes.get(i).copied().unwrap_or(0))
+            .collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        nodes
     }
-    0
 }

@@ -111,6 +111,10 @@ pub struct AppStatus {
     pub active: u32,
     /// CPU set published.
     pub cpus: Vec<usize>,
+    /// NUMA nodes of those CPUs (more than one only when its count does not fit in a node
+    /// or the nodes are full).
+    #[serde(default)]
+    pub nodes: Vec<u32>,
     /// Level-2 policy of its partition.
     pub policy: PolicyKind,
     /// The counter source its rate comes from (`perf-event`, `resctrl`, `self-report`;
@@ -152,6 +156,9 @@ impl Status {
     /// ```
     /// let t = partita_manager::Status::default().to_table();
     /// assert!(t.contains("PARTITION"));
+    /// let mut s = partita_manager::Status::default();
+    /// s.applications.push(partita_manager::status::AppStatus { nodes: vec![0, 1], ..Default::default() });
+    /// assert!(s.to_table().contains("NODES") && s.to_table().contains(" 0,1 "));
     /// ```
     pub fn to_table(&self) -> String {
         let mut s = String::new();
@@ -216,14 +223,24 @@ impl Status {
         let _ = writeln!(s);
         let _ = writeln!(
             s,
-            "{:>7} {:<16} {:<12} {:>4} {:>6} {:>6} {:>6} {:<12} {:<14} COUNTERS",
-            "PID", "NAME", "PARTITION", "POOL", "DEMAND", "TARGET", "ACTIVE", "CPUS", "POLICY"
+            "{:>7} {:<16} {:<12} {:>4} {:>6} {:>6} {:>6} {:<12} {:<6} {:<14} COUNTERS",
+            "PID",
+            "NAME",
+            "PARTITION",
+            "POOL",
+            "DEMAND",
+            "TARGET",
+            "ACTIVE",
+            "CPUS",
+            "NODES",
+            "POLICY"
         );
         for a in &self.applications {
             let set: partita_protocol::CpuSet = a.cpus.iter().copied().collect();
+            let nodes: Vec<String> = a.nodes.iter().map(u32::to_string).collect();
             let _ = writeln!(
                 s,
-                "{:>7} {:<16} {:<12} {:>4} {:>6} {:>6} {:>6} {:<12} {:<14} {}",
+                "{:>7} {:<16} {:<12} {:>4} {:>6} {:>6} {:>6} {:<12} {:<6} {:<14} {}",
                 a.pid,
                 a.name,
                 a.partition,
@@ -232,6 +249,7 @@ impl Status {
                 a.target,
                 a.active,
                 set.to_string(),
+                nodes.join(","),
                 a.policy.to_string(),
                 match (a.rate_gbps, a.parked) {
                     (Some(r), parked) => format!(

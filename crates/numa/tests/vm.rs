@@ -14,6 +14,8 @@ struct Report {
     /// batch → (raw ns/page, wrapper ns/page)
     bench: BTreeMap<u32, (f64, f64)>,
     done: Option<(u32, u32)>,
+    /// The manager-and-application scenario's own tally (`vm/follow/main.rs`).
+    follow_done: Option<(u32, u32)>,
     info: BTreeMap<String, String>,
 }
 
@@ -50,6 +52,12 @@ fn parse(log: &str) -> Report {
             if let Some((k, v)) = rest.split_once(' ') {
                 r.info.insert(k.to_string(), v.to_string());
             }
+        } else if line.starts_with("PARTITA-NUMA FOLLOW-DONE ") {
+            let n = field(line, "checks").and_then(|v| v.parse().ok());
+            let f = field(line, "failed").and_then(|v| v.parse().ok());
+            if let (Some(n), Some(f)) = (n, f) {
+                r.follow_done = Some((n, f));
+            }
         } else if line.starts_with("PARTITA-NUMA DONE ") {
             let n = field(line, "checks").and_then(|v| v.parse().ok());
             let f = field(line, "failed").and_then(|v| v.parse().ok());
@@ -61,7 +69,17 @@ fn parse(log: &str) -> Report {
     r
 }
 
-const REQUIRED: [&str; 15] = [
+const REQUIRED: [&str; 21] = [
+    // The manager-and-application scenario (issue 14): placement on the CPUs' node, memory
+    // following the CPUs to node 1, and the scenario as a whole.
+    "follow_placement",
+    "follow_cpus",
+    "follow_scenario",
+    // Verghese's policy at run time: a hot page moves to its user; a read-write-shared
+    // region stays.
+    "policy_hot_page",
+    "policy_shared_left_alone",
+    "follow_bench",
     "topology",
     "move_round_trip",
     "partial_move",
@@ -97,11 +115,18 @@ fn verdict(r: &Report) -> Vec<String> {
             problems.push(format!("check {name} failed: {detail}"));
         }
     }
+    let follow = r.follow_done.unwrap_or_else(|| {
+        problems.push("the follow scenario did not finish (no FOLLOW-DONE line)".to_string());
+        (0, 0)
+    });
     match r.done {
         None => problems.push("the guest did not finish (no DONE line)".to_string()),
-        Some((_, failed)) if failed > 0 => problems.push(format!("guest reports {failed} failed")),
-        Some((n, _)) if n as usize != r.checks.len() => problems.push(format!(
-            "guest ran {n} checks but {} reported",
+        Some((_, failed)) if failed + follow.1 > 0 => {
+            problems.push(format!("guest reports {} failed", failed + follow.1))
+        }
+        Some((n, _)) if (n + follow.0) as usize != r.checks.len() => problems.push(format!(
+            "guest ran {} checks but {} reported",
+            n + follow.0,
             r.checks.len()
         )),
         _ => {}
@@ -144,6 +169,14 @@ PARTITA-NUMA CHECK move_pages_bench PASS ok
 PARTITA-NUMA CHECK calibration PASS ok
 PARTITA-NUMA DONE checks=15 failed=0
 PARTITA-NUMA-VM EXIT 0
+PARTITA-NUMA CHECK follow_placement PASS ok
+PARTITA-NUMA INFO numa-follow: 256 of 256 pages on node 1 after 90 ms
+PARTITA-NUMA CHECK follow_cpus PASS ok
+PARTITA-NUMA CHECK follow_scenario PASS completed
+PARTITA-NUMA CHECK policy_hot_page PASS ok
+PARTITA-NUMA CHECK policy_shared_left_alone PASS ok
+PARTITA-NUMA CHECK follow_bench PASS ok
+PARTITA-NUMA FOLLOW-DONE checks=6 failed=0
 ";
 
 #[test]
@@ -185,6 +218,19 @@ fn parser_rejects_an_extra_failed_check() {
     );
     let v = verdict(&parse(&log));
     assert!(v.iter().any(|p| p.contains("new_thing")), "{v:?}");
+}
+
+#[test]
+fn parser_rejects_a_follow_scenario_that_did_not_finish() {
+    let log = GOOD.replace("PARTITA-NUMA FOLLOW-DONE checks=6 failed=0", "");
+    let v = verdict(&parse(&log));
+    assert!(v.iter().any(|p| p.contains("FOLLOW-DONE")), "{v:?}");
+    let log = GOOD.replace(
+        "CHECK follow_cpus PASS ok",
+        "CHECK follow_cpus FAIL 3 of 256",
+    );
+    let v = verdict(&parse(&log));
+    assert!(v.iter().any(|p| p.contains("follow_cpus failed")), "{v:?}");
 }
 
 #[test]

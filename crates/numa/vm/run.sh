@@ -7,7 +7,8 @@
 # flags), fetch the cloud kernel into target/numa-vm/kernel, pack busybox + the binary into an
 # initramfs, boot with two nodes of one CPU and 256 MiB each, power off at the end.
 #
-#   crates/numa/vm/run.sh            env: NUMA_VM_TIMEOUT (seconds, default 200)
+#   crates/numa/vm/run.sh            env: NUMA_VM_TIMEOUT (seconds, default 200),
+#                                         NUMA_VM_ONLY_FOLLOW=1 (only the follow scenario)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 ws=$(cd "$here/../../.." && pwd)
@@ -32,19 +33,29 @@ echo "numa-vm: building the static guest binary" >&2
   CARGO_PROFILE_RELEASE_DEBUG=0 \
   cargo build -q --release -p partita-numa --bin numa-vm-guest --features vm-guest \
     --target x86_64-unknown-linux-gnu >&2)
+# The manager-and-application scenario (memory follows CPUs, issue 14): its own package,
+# because it needs partita-manager and partita-runtime, which sit above partita-numa.
+(cd "$ws" && CARGO_TARGET_DIR=$ws/target/vm RUSTFLAGS='-C target-feature=+crt-static' \
+  CARGO_PROFILE_RELEASE_DEBUG=0 \
+  cargo build -q --release -p partita-numa-vm --bin numa-follow-guest \
+    --target x86_64-unknown-linux-gnu >&2)
 guest=$ws/target/vm/x86_64-unknown-linux-gnu/release/numa-vm-guest
-if is_dynamic "$guest"; then
-  echo "numa-vm: $guest is not statically linked" >&2
-  exit 2
-fi
+follow=$ws/target/vm/x86_64-unknown-linux-gnu/release/numa-follow-guest
+for bin in "$guest" "$follow"; do
+  if is_dynamic "$bin"; then
+    echo "numa-vm: $bin is not statically linked" >&2
+    exit 2
+  fi
+done
 
 kernel=$("$here/fetch-kernel.sh")/vmlinuz
 
 root=$out/initramfs
 rm -rf "$root"
-mkdir -p "$root"/{bin,proc,sys,dev,tmp}
+mkdir -p "$root"/{bin,proc,sys,dev,tmp,run}
 cp "$busybox" "$root/bin/busybox"
 cp "$guest" "$root/guest"
+cp "$follow" "$root/follow-guest"
 cat > "$root/init" <<'INIT'
 #!/bin/busybox sh
 /bin/busybox mount -t proc proc /proc
@@ -53,10 +64,17 @@ cat > "$root/init" <<'INIT'
 echo "PARTITA-NUMA-VM BOOTED $(/bin/busybox uname -r)"
 /guest
 echo "PARTITA-NUMA-VM EXIT $?"
+/follow-guest
+echo "PARTITA-NUMA-VM FOLLOW-EXIT $?"
 /bin/busybox sync
 /bin/busybox poweroff -f
 INIT
 chmod +x "$root/init"
+# NUMA_VM_ONLY_FOLLOW=1 skips the wrapper checks (quicker iteration on the follow scenario;
+# the host test then reports the missing checks).
+if [[ ${NUMA_VM_ONLY_FOLLOW:-0} == 1 ]]; then
+  sed -i 's|^/guest$|true|' "$root/init"
+fi
 (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) > "$out/initramfs.cpio.gz"
 
 echo "numa-vm: booting (TCG, 2 nodes x 1 CPU x 256 MiB, timeout ${timeout_s}s)" >&2

@@ -26,8 +26,11 @@ pub const MAX_MESSAGE: usize = 1024;
 
 /// Hello flag: the application wants its CPU set only (no change of its worker target).
 pub const FLAG_PARTITION_ONLY: u32 = 1;
+/// Hello flag: the application is a build served by a GNU make jobserver (`partita run
+/// --jobserver`); its `active` field counts tokens handed out, `demand` the jobs that could run.
+pub const FLAG_JOBSERVER: u32 = 2;
 /// All flags this version knows.
-pub const KNOWN_FLAGS: u32 = FLAG_PARTITION_ONLY;
+pub const KNOWN_FLAGS: u32 = FLAG_PARTITION_ONLY | FLAG_JOBSERVER;
 
 /// What a client sends.
 ///

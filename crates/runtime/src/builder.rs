@@ -41,6 +41,7 @@ pub struct ThreadPoolBuilder<S = DefaultSpawn> {
     pub(crate) process_control: ProcessControl,
     ready_queues: Option<Policies>,
     pub(crate) spawn_handler: S,
+    pub(crate) numa_follow: Option<bool>,
 }
 
 // Not derived: the derive would ask for `S: Default` and leave `S` ambiguous in `new()`.
@@ -58,6 +59,7 @@ impl Default for ThreadPoolBuilder {
             process_control: ProcessControl::default(),
             ready_queues: None,
             spawn_handler: DefaultSpawn,
+            numa_follow: None,
         }
     }
 }
@@ -177,6 +179,7 @@ impl<S> ThreadPoolBuilder<S> {
             breadth_first: self.breadth_first,
             process_control: self.process_control,
             ready_queues: self.ready_queues,
+            numa_follow: self.numa_follow,
         }
     }
 
@@ -372,6 +375,19 @@ impl<S> ThreadPoolBuilder<S> {
     /// ```
     pub fn ready_queues(mut self, enqueue: EnqueuePolicy, dequeue: DequeuePolicy) -> Self {
         self.ready_queues = Some(Policies { enqueue, dequeue });
+        self
+    }
+
+    /// Whether memory registered with the pool (`ThreadPool::node_vec`) follows its CPUs to
+    /// another NUMA node when the manager moves them (default: yes; a background thread
+    /// moves it, never a worker).
+    ///
+    /// ```
+    /// let pool = partita_runtime::ThreadPoolBuilder::new().numa_follow(false).build().unwrap();
+    /// assert!(!pool.numa_report().follow);
+    /// ```
+    pub fn numa_follow(mut self, follow: bool) -> Self {
+        self.numa_follow = Some(follow);
         self
     }
 

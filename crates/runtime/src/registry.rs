@@ -68,6 +68,8 @@ pub(crate) struct Registry {
     /// When each worker was last suspended (ns since `started`), for `suspended_time`.
     pub(crate) suspended_at: Box<[AtomicU64]>,
     pub(crate) started: Instant,
+    /// Node-aware memory registered with the pool (`numa`).
+    pub(crate) numa: Arc<crate::numa::PoolNuma>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -201,6 +203,9 @@ impl Registry {
             borrowed_thread0: builder.use_current_thread,
             suspended_at: (0..n).map(|_| AtomicU64::new(0)).collect(),
             started: Instant::now(),
+            numa: Arc::new(crate::numa::PoolNuma::new(
+                builder.numa_follow != Some(false),
+            )),
         });
 
         let t1000 = Terminator(&registry);

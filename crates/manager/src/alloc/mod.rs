@@ -27,6 +27,9 @@ pub mod level1;
 pub mod level2;
 pub mod placement;
 pub mod quantum;
+#[cfg(test)]
+mod tests_numa;
+pub mod topology;
 
 use crate::config::{DssConfig, PartitionConfig, PolicyKind, UsageDecayConfig};
 use partita_protocol::CpuSet;
@@ -93,6 +96,9 @@ pub struct AllocInput {
     pub cpus: Vec<usize>,
     /// Cache / NUMA domain of each CPU, indexed like `cpus` (empty: one domain).
     pub domains: Vec<u32>,
+    /// NUMA node of each CPU, indexed like `cpus` (empty or all equal: one node, and the
+    /// plain [`placement`] is used; otherwise [`topology::place_numa`]).
+    pub nodes: Vec<u32>,
     /// Partitions; index 0 is `default`.
     pub partitions: Vec<PartitionConfig>,
     /// Registered applications.
@@ -121,6 +127,7 @@ impl AllocInput {
         AllocInput {
             cpus,
             domains: Vec::new(),
+            nodes: Vec::new(),
             partitions,
             apps: Vec::new(),
             uncontrolled: Vec::new(),
@@ -356,13 +363,7 @@ pub fn allocate(input: &AllocInput, history: &mut History) -> AllocOutput {
     let counts = level2_counts(input, &members, &l1, history, &clock);
 
     // Which CPUs.
-    let placed = placement::place_with_holders(
-        &input.cpus,
-        &input.domains,
-        &counts,
-        &history.members,
-        &history.holders,
-    );
+    let placed = topology::place(input, &counts, &history.members, &history.holders);
     let mut out = AllocOutput {
         partitions: l1,
         members: BTreeMap::new(),

@@ -1,0 +1,463 @@
+//! Node-aware memory for a pool (issue 14): buffers registered with the pool ([`PoolVec`]),
+//! placed on the node of the pool's CPUs, and moved after them when the manager moves the
+//! pool to another node (`follow`, on a background thread). partita-numa does the system
+//! calls; this module only decides *where* and keeps the books.
+//!
+//! On a machine (or kernel) with one NUMA node everything here is a no-op that says why:
+//! [`NumaReport::inactive_reason`].
+
+mod follow;
+mod mover;
+mod sampler;
+
+pub use sampler::{SamplerParams, SamplerReport};
+
+use std::fmt;
+use std::ops::{Deref, DerefMut, Range};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use partita_numa::{NodeVec, NumaError, PageRange, PageStatus, Placement, Topology};
+
+use crate::registry::Registry;
+use crate::thread_pool::ThreadPool;
+
+/// Errors of the pool-memory API; each names the call that refused the input.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PoolMemError {
+    /// partita-numa refused (a node that does not exist, a kernel refusal, …).
+    #[error(transparent)]
+    Numa(#[from] NumaError),
+    /// The region is not registered with this pool (it belongs to another pool).
+    #[error("{call}: region {id} is not registered with this pool")]
+    NotRegistered {
+        /// The call.
+        call: &'static str,
+        /// The region's id.
+        id: u64,
+    },
+}
+
+/// What one follow pass (or [`ThreadPool::migrate_memory`]) achieved. Its `Display` is the
+/// log line `numa-follow: N of M pages on node X after T ms`.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct FollowOutcome {
+    /// The node the memory was moved to.
+    pub node: u32,
+    /// Registered pages on `node` afterwards.
+    pub on_node: usize,
+    /// Registered pages present (faulted in) afterwards.
+    pub present: usize,
+    /// Pages moved by this pass.
+    pub moved: usize,
+    /// Pages the kernel refused to move (counted, never silent).
+    pub failed: usize,
+    /// The CPU set changed again before the pass finished (the next pass continues).
+    pub interrupted: bool,
+    /// From noticing the new CPU set (or the call) to the end of the pass.
+    pub elapsed: Duration,
+}
+
+impl fmt::Display for FollowOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "numa-follow: {} of {} pages on node {} after {} ms",
+            self.on_node,
+            self.present,
+            self.node,
+            self.elapsed.as_millis()
+        )?;
+        if self.failed > 0 || self.interrupted {
+            write!(
+                f,
+                " ({} refused by the kernel{})",
+                self.failed,
+                if self.interrupted {
+                    ", interrupted by a newer CPU set"
+                } else {
+                    ""
+                }
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The pool's NUMA memory state ([`ThreadPool::numa_report`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NumaReport {
+    /// Online NUMA nodes.
+    pub nodes_online: usize,
+    /// Why placement and following do nothing here (`None`: they are active).
+    pub inactive_reason: Option<String>,
+    /// Whether memory follows the pool's CPUs (builder option `numa_follow`).
+    pub follow: bool,
+    /// Registered regions and their pages.
+    pub regions: usize,
+    /// Pages of the registered regions.
+    pub pages: usize,
+    /// Follow passes that moved at least one page.
+    pub follows: u64,
+    /// Pages moved in total, and refused by the kernel in total.
+    pub pages_moved: u64,
+    /// Pages the kernel refused to move, in total.
+    pub pages_failed: u64,
+    /// Verghese's trigger from this machine's measured costs (move cost / remote penalty),
+    /// once the follower measured them.
+    pub trigger: Option<u32>,
+    /// The last pass that found pages to move.
+    pub last_follow: Option<FollowOutcome>,
+    /// What the opt-in sampler did (`None`: not started).
+    pub sampler: Option<SamplerReport>,
+}
+
+/// One registered region.
+#[derive(Clone)]
+struct Region {
+    id: u64,
+    range: PageRange,
+    /// The sampler's counters and page homes for it (empty until the sampler starts).
+    sampling: sampler::Slot,
+}
+
+/// Per-pool state (a field of the registry).
+pub(crate) struct PoolNuma {
+    follow: bool,
+    regions: Mutex<Vec<Region>>,
+    next_id: AtomicU64,
+    follower_started: AtomicBool,
+    sampler_started: AtomicBool,
+    stop: AtomicBool,
+    clock: Instant,
+    report: Mutex<NumaReport>,
+    topo: OnceLock<Option<Topology>>,
+}
+
+impl PoolNuma {
+    pub(crate) fn new(follow: bool) -> PoolNuma {
+        PoolNuma {
+            follow,
+            regions: Mutex::new(Vec::new()),
+            next_id: AtomicU64::new(1),
+            follower_started: AtomicBool::new(false),
+            sampler_started: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            clock: Instant::now(),
+            report: Mutex::new(NumaReport::default()),
+            topo: OnceLock::new(),
+        }
+    }
+
+    fn topology(&self) -> Option<&Topology> {
+        self.topo
+            .get_or_init(|| match Topology::current() {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    tracing::warn!(error = %e, "numa: topology unreadable; pool memory is not placed");
+                    None
+                }
+            })
+            .as_ref()
+    }
+
+    /// Why node-aware memory does nothing here, if it does nothing.
+    fn inactive_reason(&self) -> Option<String> {
+        let online = partita_numa::online_nodes();
+        if online.len() < 2 {
+            return Some(format!(
+                "one NUMA node online ({online}): placement and follow are no-ops"
+            ));
+        }
+        if self.topology().is_none() {
+            return Some("topology unreadable".into());
+        }
+        None
+    }
+
+    fn lock_regions(&self) -> std::sync::MutexGuard<'_, Vec<Region>> {
+        self.regions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_report(&self) -> std::sync::MutexGuard<'_, NumaReport> {
+        self.report.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn now_ns(&self) -> u64 {
+        sampler::ns_since(self.clock)
+    }
+
+    fn register(&self, range: Option<PageRange>) -> (u64, sampler::Slot) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let sampling = sampler::Slot::default();
+        if let Some(range) = range {
+            let sampling = sampling.clone();
+            self.lock_regions().push(Region {
+                id,
+                range,
+                sampling,
+            });
+        }
+        (id, sampling)
+    }
+
+    fn unregister(&self, id: u64) {
+        self.lock_regions().retain(|r| r.id != id);
+    }
+
+    fn is_registered(&self, id: u64) -> bool {
+        self.lock_regions().iter().any(|r| r.id == id)
+    }
+
+    /// The nodes of CPUs in `cpus` (unknown CPUs are skipped).
+    fn nodes_of(&self, cpus: &[usize]) -> Vec<u32> {
+        let Some(t) = self.topology() else {
+            return Vec::new();
+        };
+        cpus.iter()
+            .filter_map(|&c| t.node_of_cpu(c as u32))
+            .collect()
+    }
+}
+
+impl Drop for PoolNuma {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A fixed-length vector registered with a pool: its pages are placed on the node of the
+/// pool's CPUs and, unless the pool opted out (`ThreadPoolBuilder::numa_follow(false)`),
+/// moved to the new node when the manager moves the pool's CPUs. Dereferences to `[T]`.
+///
+/// ```
+/// let pool = partita_runtime::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+/// let mut v = pool.node_vec(10_000, |i| i as u64).unwrap();
+/// v[0] = 7;
+/// assert_eq!(pool.install(|| v.iter().sum::<u64>()), 7 + (1..10_000u64).sum::<u64>());
+/// ```
+pub struct PoolVec<T> {
+    id: u64,
+    numa: Arc<PoolNuma>,
+    slot: sampler::Slot,
+    vec: NodeVec<T>,
+}
+
+impl<T> PoolVec<T> {
+    /// The region's id in its pool.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Access hint for the opt-in sampler ([`ThreadPool::start_numa_sampler`]): the caller
+    /// (on whatever node it runs) touched `elements`, writing if `write`. A no-op until the
+    /// sampler starts; out-of-range elements are clipped.
+    pub fn hint(&self, elements: Range<usize>, write: bool) {
+        let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        let (Some(s), Some(node)) = (slot.as_mut(), partita_numa::current_node()) else {
+            return;
+        };
+        let end = elements.end.min(self.vec.len());
+        if elements.start >= end {
+            return;
+        }
+        let size = std::mem::size_of::<T>();
+        let addr = self.vec.as_ptr() as usize + elements.start * size;
+        s.touch(
+            addr,
+            (end - elements.start) * size,
+            node as usize,
+            write,
+            self.numa.now_ns(),
+        );
+    }
+
+    /// Where each page of the vector is (`move_pages` query; empty for an empty vector).
+    pub fn page_nodes(&self) -> Result<Vec<PageStatus>, PoolMemError> {
+        match self.vec.pages() {
+            Some(_) => Ok(self.vec.page_nodes()?),
+            None => Ok(Vec::new()),
+        }
+    }
+}
+
+impl<T> Drop for PoolVec<T> {
+    fn drop(&mut self) {
+        // Before the mapping goes (field drop, after this): the follower moves a chunk only
+        // while the region is registered, under the same lock.
+        self.numa.unregister(self.id);
+    }
+}
+
+impl<T> Deref for PoolVec<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        &self.vec
+    }
+}
+
+impl<T> DerefMut for PoolVec<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        &mut self.vec
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for PoolVec<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PoolVec")
+            .field("id", &self.id)
+            .field("len", &self.vec.len())
+            .finish()
+    }
+}
+
+/// The CPUs the pool runs on: its allocated set, else the process affinity.
+fn pool_cpus(reg: &Registry) -> Vec<usize> {
+    let set = reg
+        .control
+        .cpus
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    set.unwrap_or_else(|| {
+        nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
+            .map(|s| {
+                (0..nix::sched::CpuSet::count())
+                    .filter(|&c| s.is_set(c).unwrap_or(false))
+                    .collect()
+            })
+            .unwrap_or_default()
+    })
+}
+
+impl ThreadPool {
+    /// Allocates a [`PoolVec`] of `len` elements (`f(i)` each, written by the calling
+    /// thread), placed preferably on the node holding most of the pool's CPUs, and registers
+    /// it with the pool. On a one-node machine it is plain first-touch memory
+    /// ([`ThreadPool::numa_report`] says why).
+    pub fn node_vec<T>(
+        &self,
+        len: usize,
+        f: impl FnMut(usize) -> T,
+    ) -> Result<PoolVec<T>, PoolMemError> {
+        let numa = Arc::clone(&self.registry.numa);
+        let placement = match numa.inactive_reason() {
+            Some(_) => Placement::FirstTouch,
+            None => {
+                let nodes = numa.nodes_of(&pool_cpus(&self.registry));
+                match follow::follow_target(&nodes) {
+                    Some((main, _)) => Placement::Preferred(main),
+                    None => Placement::FirstTouch,
+                }
+            }
+        };
+        let vec = NodeVec::from_fn(len, placement, f)?;
+        let (id, slot) = numa.register(vec.pages());
+        if numa.follow && numa.inactive_reason().is_none() {
+            mover::ensure_follower(&numa, Arc::downgrade(&self.registry));
+        }
+        Ok(PoolVec {
+            id,
+            numa,
+            slot,
+            vec,
+        })
+    }
+
+    /// Moves the pages of `v` to `node` now, on the calling thread, and reports how many
+    /// are there afterwards. `v` must belong to this pool and `node` must exist.
+    pub fn migrate_memory<T>(
+        &self,
+        v: &PoolVec<T>,
+        node: u32,
+    ) -> Result<FollowOutcome, PoolMemError> {
+        const CALL: &str = "migrate_memory";
+        if !Arc::ptr_eq(&v.numa, &self.registry.numa) || !v.numa.is_registered(v.id) {
+            return Err(PoolMemError::NotRegistered {
+                call: CALL,
+                id: v.id,
+            });
+        }
+        let online = partita_numa::online_nodes();
+        if !online.contains(node) {
+            return Err(NumaError::NoSuchNode {
+                call: CALL,
+                node,
+                online: online.to_string(),
+            }
+            .into());
+        }
+        let Some(range) = v.vec.pages() else {
+            return Ok(FollowOutcome {
+                node,
+                ..Default::default()
+            });
+        };
+        let region = Region {
+            id: v.id,
+            range,
+            sampling: v.slot.clone(),
+        };
+        Ok(mover::move_regions(&v.numa, &[region], node)?)
+    }
+
+    /// A read-mostly value with one copy on each node of the pool's CPUs
+    /// (`partita_numa::Replicated`: readers get their node's copy, `update` rewrites all).
+    /// This is the replication Linux allows: the sampler cannot replicate raw pages, and counts
+    /// such decisions instead ([`SamplerReport::not_executed`]). One copy on a one-node machine.
+    ///
+    /// ```
+    /// let pool = partita_runtime::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    /// let table = pool.replicated([7u64; 512]).unwrap();
+    /// assert_eq!(pool.install(|| table.get()[3]), 7);
+    /// ```
+    pub fn replicated<T: Clone>(
+        &self,
+        value: T,
+    ) -> Result<partita_numa::Replicated<T>, PoolMemError> {
+        let nodes = self.registry.numa.nodes_of(&pool_cpus(&self.registry));
+        let Some((main, all)) = follow::follow_target(&nodes) else {
+            return Ok(partita_numa::Replicated::new(value)?);
+        };
+        let mut r = partita_numa::Replicated::on(value, main)?;
+        for n in all {
+            r.replicate_on(n)?;
+        }
+        Ok(r)
+    }
+
+    /// Starts Verghese's policy over this pool's registered regions (opt-in): every
+    /// `params.interval` a background thread runs `decide()` on the access counts that
+    /// [`PoolVec::hint`] recorded and migrates pages to the node that uses them. On a
+    /// one-node machine it does not start ([`NumaReport::inactive_reason`] says why).
+    pub fn start_numa_sampler(&self, params: SamplerParams) -> Result<(), PoolMemError> {
+        if let Some(why) = self.registry.numa.inactive_reason() {
+            tracing::info!("numa sampler not started: {why}");
+            return Ok(());
+        }
+        sampler::start(&self.registry.numa, params).map_err(|e| {
+            PoolMemError::Numa(NumaError::Os {
+                call: "start_numa_sampler",
+                source: e,
+            })
+        })
+    }
+
+    /// The pool's NUMA memory state: nodes, regions, pages moved, the last follow pass.
+    pub fn numa_report(&self) -> NumaReport {
+        let numa = &self.registry.numa;
+        let regions = numa.lock_regions();
+        let mut r = numa.lock_report().clone();
+        r.nodes_online = partita_numa::online_nodes().len();
+        r.inactive_reason = numa.inactive_reason();
+        r.follow = numa.follow;
+        r.regions = regions.len();
+        r.pages = regions.iter().map(|g| g.range.pages()).sum();
+        r
+    }
+}
+
+/// Weak handle the follower thread keeps on its pool.
+pub(crate) type PoolRef = Weak<Registry>;
