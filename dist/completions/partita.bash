@@ -495,7 +495,7 @@ _partita() {
             return 0
             ;;
         partita__subcmd__serve)
-            opts="-h --config --socket --log-format --help"
+            opts="-h --config --socket --log-format --metrics --metrics-public --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -511,6 +511,10 @@ _partita() {
                     ;;
                 --log-format)
                     COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                --metrics)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 *)

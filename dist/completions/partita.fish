@@ -42,6 +42,8 @@ complete -c partita -n "__fish_partita_using_subcommand serve" -l config -d 'Con
 complete -c partita -n "__fish_partita_using_subcommand serve" -l socket -d 'Socket path (default: /run/partita/partita.sock as root, else $XDG_RUNTIME_DIR/partita.sock; PARTITA_SOCKET overrides)' -r -F
 complete -c partita -n "__fish_partita_using_subcommand serve" -l log-format -d 'Log format on stderr: `text` for people, `json` (one object per line) for collectors' -r -f -a "text\t'Human-readable lines'
 json\t'One JSON object per line (timestamp, level, target, fields)'"
+complete -c partita -n "__fish_partita_using_subcommand serve" -l metrics -d 'Serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464; port 0 picks a free port, logged as `metrics listening on ADDR`). Loopback addresses only, unless --metrics-public' -r
+complete -c partita -n "__fish_partita_using_subcommand serve" -l metrics-public -d 'Allow --metrics on a non-loopback address (the endpoint has no authentication)'
 complete -c partita -n "__fish_partita_using_subcommand serve" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c partita -n "__fish_partita_using_subcommand status" -l socket -d 'Socket path (default as for `serve`)' -r -F
 complete -c partita -n "__fish_partita_using_subcommand status" -l json -d 'Print JSON instead of tables'

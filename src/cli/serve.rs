@@ -17,6 +17,14 @@ pub struct ServeArgs {
     /// Log format on stderr: `text` for people, `json` (one object per line) for collectors.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// Serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464; port 0 picks a
+    /// free port, logged as `metrics listening on ADDR`). Loopback addresses only, unless
+    /// --metrics-public.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
+    /// Allow --metrics on a non-loopback address (the endpoint has no authentication).
+    #[arg(long, requires = "metrics")]
+    metrics_public: bool,
 }
 
 /// How `serve` writes its log.
@@ -60,6 +68,11 @@ pub fn serve(args: &ServeArgs) -> CliResult {
     let config = load_config(args.config.as_deref())?;
     let (default_socket, system) = partita_manager::default_serve_socket();
     let socket = args.socket.clone().unwrap_or(default_socket);
-    partita_manager::serve(config, socket, system)?;
+    let metrics = args
+        .metrics
+        .as_deref()
+        .map(|addr| partita_manager::metrics::bind(addr, args.metrics_public))
+        .transpose()?;
+    partita_manager::serve_with_metrics(config, socket, system, metrics)?;
     Ok(())
 }

@@ -401,6 +401,7 @@ async fn confine(
 async fn serve_application(shared: &Shared, stream: &mut UnixStream, req: Registration) {
     let (pid, name, pool) = (req.pid, req.name.clone(), req.pool_size);
     let registered = shared.lock().register(req);
+    shared.lock().telemetry.count_refusal(&registered);
     let id = match registered {
         Ok(id) => id,
         Err((code, msg)) => return send_error(stream, code, msg).await,

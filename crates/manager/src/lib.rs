@@ -12,6 +12,7 @@
 //!   resctrl, self-report, none), tried in order;
 //! - [`enforce`]: affinity and cpuset cgroups;
 //! - [`status`]: what `partita status` shows;
+//! - [`metrics`], [`telemetry`]: `/metrics` for Prometheus (`serve --metrics ADDR`);
 //! - [`spawn_in_process`] / [`serve`]: the daemon, on its own thread or in the foreground.
 //!
 //! ```no_run
@@ -30,11 +31,13 @@ pub mod config;
 pub mod counters;
 mod daemon;
 pub mod enforce;
+pub mod metrics;
 mod quantum;
 mod realloc;
 mod registry;
 pub mod status;
 pub mod sys;
+pub mod telemetry;
 
 pub use config::{Config, ConfigError, Control};
 pub use status::Status;
@@ -196,6 +199,21 @@ impl Drop for ManagerHandle {
 /// partita_manager::serve(Default::default(), "/run/partita/partita.sock".into(), true).unwrap();
 /// ```
 pub fn serve(config: Config, socket: PathBuf, system: bool) -> Result<(), Error> {
+    serve_with_metrics(config, socket, system, None)
+}
+
+/// [`serve`], plus `/metrics` on `metrics` (a listener from [`metrics::bind`]) when given.
+///
+/// ```no_run
+/// let l = partita_manager::metrics::bind("127.0.0.1:9464", false).unwrap();
+/// partita_manager::serve_with_metrics(Default::default(), "/tmp/p.sock".into(), false, Some(l)).unwrap();
+/// ```
+pub fn serve_with_metrics(
+    config: Config,
+    socket: PathBuf,
+    system: bool,
+    metrics: Option<std::net::TcpListener>,
+) -> Result<(), Error> {
     let shared = daemon::shared(config)?;
     let listener = daemon::bind(&socket, system)?;
     if system {
@@ -210,6 +228,7 @@ pub fn serve(config: Config, socket: PathBuf, system: bool) -> Result<(), Error>
             source,
         })?;
     rt.block_on(async {
+        metrics.map_or(Ok(()), |l| metrics::spawn(l, shared.clone()))?;
         let s = shared.clone();
         tokio::spawn(async move {
             use tokio::signal::unix::{signal, SignalKind};

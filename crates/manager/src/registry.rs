@@ -117,6 +117,8 @@ pub(crate) struct Registry {
     euid: u32,
     /// Bandwidth policy: counters, per-quantum selection, parked applications.
     bandwidth: crate::quantum::Bandwidth,
+    /// Moves, revocations, latency, refusals (the metrics endpoint's counters).
+    pub(crate) telemetry: crate::telemetry::Telemetry,
 }
 
 impl Registry {
@@ -149,6 +151,7 @@ impl Registry {
             privileged: euid == 0,
             euid,
             bandwidth,
+            telemetry: Default::default(),
         }
     }
 
@@ -331,6 +334,7 @@ impl Registry {
     /// One reallocation's planning half, under the lock: compute the [`realloc::plan`],
     /// record what it publishes, and return its effects resolved for [`realloc::apply`].
     pub(crate) fn plan(&mut self) -> Batch {
+        let started = Instant::now();
         let input = self.plan_input();
         let plan = realloc::plan(&input, &mut self.history);
         self.reallocations += 1;
@@ -370,6 +374,14 @@ impl Registry {
             moves = plan.allocation.moves,
             total = plan.allocation.total(),
             "reallocated"
+        );
+        // The latency recorded is the planning half (the lock's hold time); applying follows
+        // outside the lock.
+        self.telemetry.reallocated(
+            started.elapsed(),
+            &input.alloc,
+            &self.last,
+            &plan.allocation,
         );
         self.last = plan.allocation;
         batch
