@@ -128,7 +128,10 @@ fn three_applications_and_a_hog_share_the_cpus() {
     assert!(
         wait_until(LONG, || {
             let s = status(&socket);
+            // Every application allocated once: until then it runs at full size with no CPU
+            // set (registration never waits for a reallocation).
             s.applications.len() == 3
+                && s.applications.iter().all(|a| a.target == 0 || !a.cpus.is_empty())
                 && s.partitions[0].uncontrolled_pids.contains(&hog.pid())
                 && s.partitions[0].uncontrolled_runnable >= 1
         }),
