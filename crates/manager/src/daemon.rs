@@ -3,10 +3,13 @@
 //! periodic reallocation (rotation, decay, quanta).
 
 use crate::config::Config;
-use crate::registry::{Registration, Registry};
+use crate::limits::{AcceptBackoff, ConnLimits};
+use crate::proc_ref::ProcRef;
+use crate::registry::{Peer, Registration, Registry};
 use crate::status::Status;
+use crate::supervise::supervise;
 use crate::{sys, Error};
-use partita_protocol::sys::{peer_cred, pidfd_open, send_with_fd};
+use partita_protocol::sys::{peer_cred, peer_pidfd, send_with_fd};
 use partita_protocol::wire::{
     frame_len, ClientMessage, DecodeError, ErrorCode, ManagerMessage, FLAG_PARTITION_ONLY,
     MAX_CLIENT_FRAME, PROTOCOL_VERSION,
@@ -27,6 +30,7 @@ use tokio::sync::Notify;
 pub(crate) struct Shared {
     registry: Mutex<Registry>,
     shutdown: Notify,
+    conns: Arc<ConnLimits>,
 }
 
 impl Shared {
@@ -37,7 +41,7 @@ impl Shared {
     }
 
     pub(crate) fn status(&self) -> Status {
-        self.lock().status()
+        self.lock().status(None)
     }
 
     pub(crate) fn request_shutdown(&self) {
@@ -115,9 +119,22 @@ pub(crate) fn bind(
 pub(crate) fn shared(config: Config) -> Result<Arc<Shared>, Error> {
     config.validate().map_err(Error::Config)?;
     let managed = managed_cpus(&config)?;
+    crate::config::check_fixed_cpus(&config, managed.len()).map_err(Error::Config)?;
+    let want = crate::limits::fds_needed(config.max_connections, config.max_applications);
+    match crate::limits::raise_nofile(want) {
+        Ok(got) if got < want => tracing::warn!(
+            want,
+            got,
+            "RLIMIT_NOFILE's hard limit is below what max_connections needs"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot raise RLIMIT_NOFILE"),
+    }
+    let conns = ConnLimits::new(config.max_connections, config.max_connections_per_uid);
     Ok(Arc::new(Shared {
         registry: Mutex::new(Registry::new(config, managed)),
         shutdown: Notify::new(),
+        conns,
     }))
 }
 
@@ -135,42 +152,73 @@ pub(crate) async fn run(
     let (hello_timeout, sample, tick) = (periods.hello_timeout, periods.sample, periods.tick);
     tracing::info!(socket = %socket.display(), cpus = %shared.lock().managed(), "partita manager listening");
     let mut tasks = tokio::task::JoinSet::new();
+    let mut background = tokio::task::JoinSet::new();
     {
         let shared = shared.clone();
-        tasks.spawn(async move { sampler(shared, sample).await });
+        background.spawn(supervise("sampler", sample, move || {
+            sampler(shared.clone(), sample)
+        }));
     }
     {
         let shared = shared.clone();
-        tasks.spawn(async move {
-            let mut iv = tokio::time::interval(tick);
-            iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                iv.tick().await;
-                shared.lock().reallocate();
-            }
-        });
+        background.spawn(supervise("tick", tick, move || {
+            ticker(shared.clone(), tick)
+        }));
     }
+    let mut backoff = AcceptBackoff::new();
+    let mut failure = None;
     loop {
+        // Reap finished connection tasks (their results are not needed).
+        while tasks.try_join_next().is_some() {}
         tokio::select! {
             _ = shared.shutdown.notified() => break,
+            Some(done) = background.join_next() => {
+                let why = match done {
+                    Ok(Err(why)) => why,
+                    Ok(Ok(())) => "a background task stopped".into(),
+                    Err(e) => format!("a background task failed: {e}"),
+                };
+                tracing::error!(error = %why, "the manager cannot go on; shutting down");
+                failure = Some(why);
+                break;
+            }
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
+                    backoff.reset();
                     let shared = shared.clone();
                     tasks.spawn(async move { connection(shared, stream, hello_timeout).await });
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    let (log, delay) = backoff.failed(std::time::Instant::now());
+                    if let Some(suppressed) = log {
+                        tracing::warn!(error = %e, suppressed, retry_ms = delay.as_millis() as u64, "accept failed");
+                    }
+                    tokio::time::sleep(delay).await;
                 }
             },
         }
     }
     tracing::info!("shutting down: restoring affinities and removing cgroups");
     let _ = std::fs::remove_file(&socket);
+    background.abort_all();
     tasks.abort_all();
     while tasks.join_next().await.is_some() {}
+    while background.join_next().await.is_some() {}
     shared.lock().shutdown();
-    Ok(())
+    match failure {
+        Some(why) => Err(Error::Thread(why)),
+        None => Ok(()),
+    }
+}
+
+/// The periodic reallocation (rotation, decay, quanta).
+async fn ticker(shared: Arc<Shared>, tick: Duration) {
+    let mut iv = tokio::time::interval(tick);
+    iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        iv.tick().await;
+        shared.lock().reallocate();
+    }
 }
 
 /// Sample runnable threads of uncontrolled processes and reap exited ones.
@@ -233,60 +281,116 @@ async fn read_frame(stream: &mut UnixStream) -> Result<Option<ClientMessage>, (E
 }
 
 async fn send_error(stream: &mut UnixStream, code: ErrorCode, message: String) {
-    tracing::debug!(?code, %message, "protocol error, disconnecting");
     let frame = ManagerMessage::Error { code, message }.encode();
     let _ = tokio::time::timeout(Duration::from_millis(200), stream.write_all(&frame)).await;
     let _ = stream.shutdown().await;
+    // Read what the client already sent (bounded), so that closing with unread input does not
+    // turn the error reply into ECONNRESET on the client's side.
+    let mut sink = [0u8; 4096];
+    for _ in 0..16 {
+        match stream.try_read(&mut sink) {
+            Ok(n) if n > 0 => continue,
+            _ => break,
+        }
+    }
+}
+
+/// Refuse a peer: log it with its pid and uid, count it, send a typed error and disconnect.
+async fn refuse(
+    shared: &Shared,
+    stream: &mut UnixStream,
+    who: (i32, u32),
+    code: ErrorCode,
+    message: String,
+) {
+    tracing::warn!(pid = who.0, uid = who.1, ?code, %message, "refused a client");
+    shared.lock().count_refusal(code);
+    send_error(stream, code, message).await
+}
+
+/// Identify the peer: credentials, a connection slot, and a pidfd (never a bare pid).
+fn identify(
+    shared: &Shared,
+    stream: &UnixStream,
+) -> Result<(Peer, crate::limits::Slot), ((i32, u32), ErrorCode, String)> {
+    let cred = peer_cred(stream.as_fd()).map_err(|e| {
+        (
+            (0, u32::MAX),
+            ErrorCode::Internal,
+            format!("SO_PEERCRED: {e}"),
+        )
+    })?;
+    let who = (cred.pid, cred.uid);
+    let slot = shared
+        .conns
+        .acquire(cred.uid)
+        .map_err(|m| (who, ErrorCode::TooManyApplications, m))?;
+    if cred.pid <= 0 {
+        let m = "the peer's pid is not visible from the manager's pid namespace".to_string();
+        return Err((who, ErrorCode::PermissionDenied, m));
+    }
+    let fd = peer_pidfd(stream.as_fd(), &cred).map_err(|e| {
+        let m = format!("cannot identify process {}: {e}", cred.pid);
+        (who, ErrorCode::PermissionDenied, m)
+    })?;
+    let peer = Peer {
+        proc: ProcRef::new(cred.pid, fd),
+        uid: cred.uid,
+        gid: cred.gid,
+    };
+    Ok((peer, slot))
 }
 
 async fn connection(shared: Arc<Shared>, mut stream: UnixStream, hello_timeout: Duration) {
+    let (peer, _slot) = match identify(&shared, &stream) {
+        Ok(p) => p,
+        Err((who, code, msg)) => return refuse(&shared, &mut stream, who, code, msg).await,
+    };
+    let who = (peer.proc.pid(), peer.uid);
     let first = match tokio::time::timeout(hello_timeout, read_frame(&mut stream)).await {
         Err(_) => {
-            return send_error(
-                &mut stream,
-                ErrorCode::Timeout,
-                format!("no message within {} ms", hello_timeout.as_millis()),
-            )
-            .await
+            let msg = format!("no message within {} ms", hello_timeout.as_millis());
+            return refuse(&shared, &mut stream, who, ErrorCode::Timeout, msg).await;
         }
         Ok(Ok(Some(m))) => m,
         Ok(Ok(None)) => return,
-        Ok(Err((code, msg))) => return send_error(&mut stream, code, msg).await,
-    };
-    let cred = match peer_cred(stream.as_fd()) {
-        Ok(c) => c,
-        Err(e) => {
-            return send_error(
-                &mut stream,
-                ErrorCode::Internal,
-                format!("SO_PEERCRED: {e}"),
-            )
-            .await
-        }
+        Ok(Err((code, msg))) => return refuse(&shared, &mut stream, who, code, msg).await,
     };
     match first {
         ClientMessage::StatusRequest { .. } => {
-            let json = serde_json::to_string(&shared.status())
+            let status = shared.lock().status(Some(peer.uid));
+            let json = serde_json::to_string(&status)
                 .unwrap_or_else(|e| format!("{{\"error\":\"cannot serialise status: {e}\"}}"));
-            let _ = stream
-                .write_all(&ManagerMessage::StatusReply { json }.encode())
-                .await;
+            let frame = ManagerMessage::StatusReply { json }.encode();
+            if tokio::time::timeout(STATUS_WRITE_TIMEOUT, stream.write_all(&frame))
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    pid = who.0,
+                    uid = who.1,
+                    "status reply not read in time; dropped"
+                );
+            }
         }
         ClientMessage::Confine { partition, .. } => {
-            let reply = shared.lock().confine(cred.pid, &partition);
+            let reply = shared.lock().confine(&peer, &partition);
             match reply {
                 Ok((partition, cpus)) => {
                     let m = ManagerMessage::Confined { partition, cpus };
-                    let _ = stream.write_all(&m.encode()).await;
+                    let _ =
+                        tokio::time::timeout(STATUS_WRITE_TIMEOUT, stream.write_all(&m.encode()))
+                            .await;
                 }
-                Err(msg) => send_error(&mut stream, ErrorCode::UnknownPartition, msg).await,
+                Err((code, msg)) => refuse(&shared, &mut stream, who, code, msg).await,
             }
         }
         ClientMessage::Hello(hello) => {
             let req = Registration {
-                pid: cred.pid,
-                uid: cred.uid,
-                gid: cred.gid,
+                pid: peer.proc.pid(),
+                proc: peer.proc.clone(),
+                uid: peer.uid,
+                gid: peer.gid,
                 name: hello.name,
                 hint: hello.partition_hint,
                 pool_size: hello.pool_size,
@@ -295,29 +399,42 @@ async fn connection(shared: Arc<Shared>, mut stream: UnixStream, hello_timeout: 
             serve_application(&shared, &mut stream, req).await
         }
         ClientMessage::DemandChanged | ClientMessage::Goodbye => {
-            send_error(
-                &mut stream,
-                ErrorCode::OutOfOrder,
-                "the first message must be a hello, status request or confine request".into(),
-            )
-            .await
+            let msg = "the first message must be a hello, status request or confine request";
+            refuse(&shared, &mut stream, who, ErrorCode::OutOfOrder, msg.into()).await
         }
+    }
+}
+
+/// How long a status or confine reply may take to be read.
+const STATUS_WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Unregisters its application when dropped: on every way out of the connection task,
+/// including a panic and the task's cancellation at shutdown.
+struct Unregister<'a> {
+    shared: &'a Shared,
+    id: u32,
+}
+
+impl Drop for Unregister<'_> {
+    fn drop(&mut self) {
+        self.shared.lock().unregister(self.id);
     }
 }
 
 /// Register, welcome, follow until the application leaves, unregister.
 async fn serve_application(shared: &Shared, stream: &mut UnixStream, req: Registration) {
-    let (pid, name, pool) = (req.pid, req.name.clone(), req.pool_size);
+    let (pid, uid, name, pool) = (req.pid, req.uid, req.name.clone(), req.pool_size);
+    let proc = req.proc.clone();
     let registered = shared.lock().register(req);
     let id = match registered {
         Ok(id) => id,
-        Err((code, msg)) => return send_error(stream, code, msg).await,
+        Err((code, msg)) => return refuse(shared, stream, (pid, uid), code, msg).await,
     };
+    let _guard = Unregister { shared, id };
     tracing::info!(id, pid, name = %name, pool, "application registered");
     if welcome(shared, stream, id).await.is_ok() {
-        follow(shared, stream, pid).await;
+        follow(shared, stream, &proc, uid).await;
     }
-    shared.lock().unregister(id);
     tracing::info!(id, pid, "application gone");
 }
 
@@ -347,21 +464,19 @@ async fn welcome(shared: &Shared, stream: &mut UnixStream, id: u32) -> std::io::
 
 /// Serve a registered application until it leaves: EOF, goodbye, pidfd readiness, or a
 /// protocol error.
-async fn follow(shared: &Shared, stream: &mut UnixStream, pid: i32) {
-    let pidfd = pidfd_open(pid).ok().and_then(|fd| {
+async fn follow(shared: &Shared, stream: &mut UnixStream, proc: &ProcRef, uid: u32) {
+    let who = (proc.pid(), uid);
+    let pidfd = proc.pidfd().try_clone().ok().and_then(|fd| {
         // SAFETY: the AsyncFd takes ownership of the OwnedFd, which therefore stays open and
         // refers to the same pidfd for the AsyncFd's whole lifetime; OwnedFd::as_raw_fd always
         // returns the same descriptor.
         unsafe { AsyncFd::register(fd) }.ok()
     });
-    let died = async {
-        match &pidfd {
-            Some(fd) => {
-                let _ = fd.readable().await;
-            }
-            None => std::future::pending::<()>().await,
-        }
+    let Some(pidfd) = pidfd else {
+        let msg = "cannot watch the process (pidfd)".to_string();
+        return refuse(shared, stream, who, ErrorCode::Internal, msg).await;
     };
+    let died = pidfd.readable();
     tokio::pin!(died);
     loop {
         tokio::select! {
@@ -370,9 +485,10 @@ async fn follow(shared: &Shared, stream: &mut UnixStream, pid: i32) {
                 Ok(None) | Ok(Some(ClientMessage::Goodbye)) => return,
                 Ok(Some(ClientMessage::DemandChanged)) => shared.lock().reallocate(),
                 Ok(Some(_)) => {
-                    return send_error(stream, ErrorCode::OutOfOrder, "unexpected message after registration".into()).await
+                    let msg = "unexpected message after registration".to_string();
+                    return refuse(shared, stream, who, ErrorCode::OutOfOrder, msg).await
                 }
-                Err((code, msg)) => return send_error(stream, code, msg).await,
+                Err((code, msg)) => return refuse(shared, stream, who, code, msg).await,
             },
         }
     }

@@ -5,12 +5,24 @@
 use crate::alloc::{self, AllocInput, AllocOutput, AppDemand, AppId, History, MemberId};
 use crate::config::{Config, Control, PartitionConfig, Uncontrolled, DEFAULT_PARTITION};
 use crate::enforce::Enforcer;
+use crate::proc_ref::ProcRef;
 use crate::status::{AppStatus, PartitionStatus, Status};
 use crate::sys;
 use partita_protocol::page::{monotonic_ns, PageMap};
 use partita_protocol::wire::ErrorCode;
 use partita_protocol::CpuSet;
 use std::collections::BTreeMap;
+
+/// Who is on the other end of a connection (kernel credentials and a pidfd).
+#[derive(Debug, Clone)]
+pub(crate) struct Peer {
+    /// The peer's process.
+    pub proc: ProcRef,
+    /// Its uid.
+    pub uid: u32,
+    /// Its gid.
+    pub gid: u32,
+}
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -20,6 +32,7 @@ use std::time::{Duration, Instant};
 struct App {
     id: AppId,
     pid: i32,
+    proc: ProcRef,
     uid: u32,
     name: String,
     partition: usize,
@@ -33,6 +46,8 @@ struct App {
 #[derive(Debug, Clone)]
 struct Tracked {
     pid: i32,
+    uid: u32,
+    proc: ProcRef,
     partition: usize,
 }
 
@@ -48,6 +63,8 @@ struct Runnable {
 pub(crate) struct Registration {
     /// The peer's pid (from the socket, never from a message).
     pub pid: i32,
+    /// The peer's pidfd (from the socket).
+    pub proc: ProcRef,
     /// The peer's uid.
     pub uid: u32,
     /// The peer's gid.
@@ -102,6 +119,8 @@ pub(crate) struct Registry {
     last: AllocOutput,
     uncontrolled_sets: Vec<CpuSet>,
     reallocations: u64,
+    /// Refusals since start, per error code.
+    refusals: BTreeMap<String, u64>,
     enforcer: Enforcer,
     start: Instant,
     /// Whether the manager may set affinities of other users' processes.
@@ -131,6 +150,7 @@ impl Registry {
             last: AllocOutput::default(),
             uncontrolled_sets: vec![CpuSet::new(); n],
             reallocations: 0,
+            refusals: BTreeMap::new(),
             enforcer,
             start: Instant::now(),
             privileged: euid == 0,
@@ -174,22 +194,67 @@ impl Registry {
 
     /// Confine the process `pid` to the partition named `partition` as uncontrolled
     /// (`partita run`): the partition's name and the CPUs it is confined to.
+    /// The partition must admit the caller as a member (its hint rule, uid or gid; `default`
+    /// admits everyone), the caller must be one this manager serves, and at most
+    /// `max_applications` processes are tracked.
     pub(crate) fn confine(
         &mut self,
-        pid: i32,
+        peer: &Peer,
         partition: &str,
-    ) -> Result<(String, CpuSet), String> {
-        let k = self
-            .partition_index(partition)
-            .ok_or_else(|| format!("no partition named {partition:?}"))?;
-        let cpus = self.track(pid, k);
+    ) -> Result<(String, CpuSet), (ErrorCode, String)> {
+        if !self.privileged && peer.uid != self.euid {
+            return Err((
+                ErrorCode::PermissionDenied,
+                format!("this manager serves uid {} only", self.euid),
+            ));
+        }
+        let k = self.partition_index(partition).ok_or_else(|| {
+            (
+                ErrorCode::UnknownPartition,
+                format!("no partition named {partition:?}"),
+            )
+        })?;
+        let m = &self.partitions[k].members;
+        if k != 0 && !m.hint && !m.uids.contains(&peer.uid) && !m.gids.contains(&peer.gid) {
+            return Err((
+                ErrorCode::PermissionDenied,
+                format!(
+                    "partition {partition:?} does not admit uid {} / gid {}",
+                    peer.uid, peer.gid
+                ),
+            ));
+        }
+        self.tracked.retain(|t| t.proc.alive());
+        let already = self.tracked.iter().any(|t| t.pid == peer.proc.pid());
+        if !already && self.tracked.len() >= self.config.max_applications {
+            return Err((
+                ErrorCode::TooManyApplications,
+                format!(
+                    "the manager already tracks {} processes (max_applications)",
+                    self.tracked.len()
+                ),
+            ));
+        }
+        let cpus = self
+            .track(peer, k)
+            .map_err(|e| (ErrorCode::PermissionDenied, e))?;
         Ok((self.partitions[k].name.clone(), cpus))
+    }
+
+    /// Count a refusal (shown in status).
+    pub(crate) fn count_refusal(&mut self, code: ErrorCode) {
+        *self.refusals.entry(format!("{code:?}")).or_default() += 1;
     }
 
     /// What the sampler must measure.
     pub(crate) fn sample_request(&self) -> SampleRequest {
         SampleRequest {
-            tracked: self.tracked.iter().map(|t| (t.partition, t.pid)).collect(),
+            tracked: self
+                .tracked
+                .iter()
+                .filter(|t| t.proc.alive())
+                .map(|t| (t.partition, t.pid))
+                .collect(),
             app_pids: self.apps.values().map(|a| a.pid).collect(),
             partitions: self.partitions.len(),
             system_wide: self.config.uncontrolled == Uncontrolled::System,
@@ -240,6 +305,11 @@ impl Registry {
         self.admit(&req)?;
         let partition = self.choose_partition(&req.name, req.uid, req.gid, &req.hint)?;
         let id = self.next_id;
+        // Ids are never reused within one manager: at the end of the range, refuse.
+        let next = self.next_id.checked_add(1).ok_or((
+            ErrorCode::TooManyApplications,
+            "application ids are exhausted; restart the manager".to_string(),
+        ))?;
         let page = PageMap::create(id, req.pool_size)
             .map_err(|e| (ErrorCode::Internal, format!("control page: {e}")))?;
         let partition_only = req.partition_only || self.config.control == Control::PartitionOnly;
@@ -249,12 +319,13 @@ impl Registry {
         // Until the application reports, assume it wants its whole pool.
         page.app.demand.store(req.pool_size, Ordering::Relaxed);
         page.app.heartbeat.store(monotonic_ns(), Ordering::Relaxed);
-        self.next_id += 1;
+        self.next_id = next;
         self.apps.insert(
             id,
             App {
                 id,
                 pid: req.pid,
+                proc: req.proc,
                 uid: req.uid,
                 name: req.name,
                 partition,
@@ -298,19 +369,20 @@ impl Registry {
     /// Remove an application; restores its affinity if it is still running.
     pub(crate) fn unregister(&mut self, id: AppId) {
         if let Some(app) = self.apps.remove(&id) {
-            if sys::alive(app.pid) {
-                self.enforcer.restore_process(app.pid);
+            if app.proc.alive() {
+                self.enforcer.restore_process(&app.proc);
             } else {
-                self.enforcer.forget_process(app.pid);
+                self.enforcer.forget_dead();
             }
             self.reallocate();
         }
     }
 
-    /// Track a process started with `partita run`; returns its CPU set.
-    fn track(&mut self, pid: i32, partition: usize) -> CpuSet {
+    /// Track a process started with `partita run`; returns its CPU set, or why it could not
+    /// be confined (it is then not tracked).
+    fn track(&mut self, peer: &Peer, partition: usize) -> Result<CpuSet, String> {
+        let pid = peer.proc.pid();
         self.tracked.retain(|t| t.pid != pid);
-        self.tracked.push(Tracked { pid, partition });
         // "When one appears it gets one CPU at once."
         let r = &mut self.runnable[partition];
         r.now = r.now.max(1);
@@ -320,10 +392,22 @@ impl Registry {
             set = self.managed;
         }
         let name = self.partitions[partition].name.clone();
-        if let Err(e) = self.enforcer.confine_uncontrolled(&name, pid, &set) {
-            tracing::warn!(pid, partition = %name, error = %e, "could not confine process");
+        match self.enforcer.confine_uncontrolled(&name, &peer.proc, &set) {
+            Ok(applied) => {
+                self.tracked.push(Tracked {
+                    pid,
+                    uid: peer.uid,
+                    proc: peer.proc.clone(),
+                    partition,
+                });
+                Ok(applied)
+            }
+            Err(e) => {
+                tracing::warn!(pid, partition = %name, error = %e, "could not confine process");
+                self.reallocate();
+                Err(format!("cannot confine process {pid}: {e}"))
+            }
         }
-        set
     }
 
     /// Recompute the allocation and publish every change.
@@ -401,7 +485,7 @@ impl Registry {
                 app.page.manager.publish(target, &cpus);
                 app.published = Some((target, cpus));
                 if cpus_changed && !cpus.is_empty() && (self.privileged || app.uid == self.euid) {
-                    if let Err(e) = self.enforcer.confine_process(app.pid, &cpus, false) {
+                    if let Err(e) = self.enforcer.confine_process(&app.proc, &cpus, false) {
                         tracing::debug!(pid = app.pid, error = %e, "affinity not applied");
                     }
                 }
@@ -414,15 +498,15 @@ impl Registry {
         for k in 0..self.partitions.len() {
             let set = out.cpus(MemberId::Uncontrolled(k));
             if set != self.uncontrolled_sets[k] && !set.is_empty() {
-                let pids: Vec<i32> = self
+                let procs: Vec<ProcRef> = self
                     .tracked
                     .iter()
                     .filter(|t| t.partition == k)
-                    .map(|t| t.pid)
+                    .map(|t| t.proc.clone())
                     .collect();
-                if !pids.is_empty() {
+                if !procs.is_empty() {
                     let name = self.partitions[k].name.clone();
-                    if let Err(e) = self.enforcer.update_uncontrolled(&name, &pids, &set) {
+                    if let Err(e) = self.enforcer.update_uncontrolled(&name, &procs, &set) {
                         tracing::debug!(partition = %name, error = %e, "confinement not updated");
                     }
                 }
@@ -451,12 +535,14 @@ impl Registry {
         let enforcer = &self.enforcer;
         let names: Vec<String> = self.partitions.iter().map(|p| p.name.clone()).collect();
         self.tracked
-            .retain(|t| sys::alive(t.pid) || !enforcer.cgroup_pids(&names[t.partition]).is_empty());
+            .retain(|t| t.proc.alive() || !enforcer.cgroup_pids(&names[t.partition]).is_empty());
         before != self.tracked.len()
     }
 
-    /// A status snapshot.
-    pub(crate) fn status(&self) -> Status {
+    /// A status snapshot as `viewer` may see it: root (or `None`, the in-process handle) sees
+    /// everything, any other uid only its own applications and processes.
+    pub(crate) fn status(&self, viewer: Option<u32>) -> Status {
+        let visible = |uid: u32| viewer.is_none_or(|v| v == 0 || v == uid);
         let now_ns = monotonic_ns();
         let mut partitions: Vec<PartitionStatus> = self
             .partitions
@@ -481,7 +567,7 @@ impl Registry {
                     uncontrolled_pids: self
                         .tracked
                         .iter()
-                        .filter(|t| t.partition == k)
+                        .filter(|t| t.partition == k && visible(t.uid))
                         .map(|t| t.pid)
                         .collect(),
                 }
@@ -496,6 +582,7 @@ impl Registry {
         let applications = self
             .apps
             .values()
+            .filter(|a| visible(a.uid))
             .map(|a| {
                 let (target, cpus) = a.published.unwrap_or((a.pool_size, CpuSet::new()));
                 let hb = a.page.app.heartbeat.load(Ordering::Relaxed);
@@ -529,6 +616,7 @@ impl Registry {
             confinement: self.enforcer.confinement().name().into(),
             partitions,
             applications,
+            refusals: self.refusals.clone(),
         }
     }
 }

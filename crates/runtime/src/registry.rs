@@ -186,6 +186,7 @@ impl Registry {
                 change: Mutex::new(()),
                 cpus: Mutex::new(None),
                 cpus_epoch: AtomicU64::new(0),
+                allowed: crate::affinity::allowed_cpus(),
                 need: Mutex::new(Need::Unlimited),
                 smoothed_demand: Mutex::new(0.0),
             },

@@ -26,6 +26,9 @@ pub(crate) struct Control {
     /// The allocated CPU set (`None`: no confinement); workers re-pin when `cpus_epoch` moves.
     pub(crate) cpus: Mutex<Option<Vec<usize>>>,
     pub(crate) cpus_epoch: AtomicU64,
+    /// The CPUs the pool may use at all (its starting affinity): manager sets are
+    /// intersected with it, and "no confinement" means exactly this set.
+    pub(crate) allowed: Vec<usize>,
     /// The application's own limit (`set_demand`).
     pub(crate) need: Mutex<Need>,
     /// State of the demand estimate between two reports.
@@ -186,7 +189,9 @@ impl WorkerThread {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        if let Err(e) = crate::affinity::pin_current_thread(cpus.as_deref()) {
+        if let Err(e) =
+            crate::affinity::pin_current_thread(cpus.as_deref(), &self.registry.control.allowed)
+        {
             tracing::warn!(worker = self.index, error = %e, "could not re-pin worker");
         }
     }
