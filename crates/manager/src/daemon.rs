@@ -493,3 +493,45 @@ async fn follow(shared: &Shared, stream: &mut UnixStream, proc: &ProcRef, uid: u
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Control, Uncontrolled};
+
+    #[test]
+    fn a_panicking_connection_task_still_unregisters() {
+        let c = Config {
+            cgroups: false,
+            uncontrolled: Uncontrolled::Tracked,
+            control: Control::PartitionOnly,
+            ..Config::default()
+        };
+        let shared = shared(c).unwrap();
+        let pid = std::process::id() as i32;
+        let req = Registration {
+            pid,
+            proc: ProcRef::open(pid).unwrap(),
+            uid: sys::euid(),
+            gid: 0,
+            name: "panicky".into(),
+            hint: String::new(),
+            pool_size: 1,
+            partition_only: true,
+        };
+        let id = shared.lock().register(req).unwrap();
+        assert_eq!(shared.status().applications.len(), 1);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _guard = Unregister {
+                shared: &shared,
+                id,
+            };
+            panic!("a bug in a connection task");
+        }));
+        assert!(r.is_err());
+        assert!(
+            shared.status().applications.is_empty(),
+            "a ghost holds CPUs"
+        );
+    }
+}

@@ -348,6 +348,12 @@ impl Registry {
                 format!("this manager serves uid {} only", self.euid),
             ));
         }
+        if !req.proc.alive() {
+            return Err((
+                ErrorCode::PermissionDenied,
+                format!("process {} has exited", req.pid),
+            ));
+        }
         if self.apps.len() >= self.config.max_applications {
             return Err((
                 ErrorCode::TooManyApplications,
