@@ -460,6 +460,32 @@ impl Config {
 /// Name of the built-in partition for uncontrolled processes and unmatched applications.
 pub const DEFAULT_PARTITION: &str = "default";
 
+/// Fixed `cpus` counts must fit the CPUs the manager manages (`managed`): an error naming the
+/// first partition's key whose count, added to the ones before it, exceeds them.
+///
+/// ```
+/// let c = partita_manager::Config::from_toml_str("[[partition]]\nname = \"a\"\ncpus = 3\n").unwrap();
+/// assert!(partita_manager::config::check_fixed_cpus(&c, 4).is_ok());
+/// let e = partita_manager::config::check_fixed_cpus(&c, 2).unwrap_err();
+/// assert!(e.to_string().contains("partition[0].cpus"));
+/// ```
+pub fn check_fixed_cpus(config: &Config, managed: usize) -> Result<(), ConfigError> {
+    let mut sum = 0usize;
+    for (i, p) in config.partitions.iter().enumerate() {
+        if let Some(n) = p.cpus {
+            sum += n as usize;
+            if sum > managed {
+                return Err(ConfigError::Invalid {
+                    key: format!("partition[{i}].cpus"),
+                    value: format!("{n} (fixed counts add up to {sum}, {managed} CPUs managed)"),
+                    reason: "fixed CPU counts exceed the CPUs the manager manages",
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -509,30 +535,4 @@ mod tests {
         assert_eq!((ps[0].share, ps[0].policy), (3, PolicyKind::Dss));
         assert_eq!(ps[1].cpus, Some(1));
     }
-}
-
-/// Fixed `cpus` counts must fit the CPUs the manager manages (`managed`): an error naming the
-/// first partition's key whose count, added to the ones before it, exceeds them.
-///
-/// ```
-/// let c = partita_manager::Config::from_toml_str("[[partition]]\nname = \"a\"\ncpus = 3\n").unwrap();
-/// assert!(partita_manager::config::check_fixed_cpus(&c, 4).is_ok());
-/// let e = partita_manager::config::check_fixed_cpus(&c, 2).unwrap_err();
-/// assert!(e.to_string().contains("partition[0].cpus"));
-/// ```
-pub fn check_fixed_cpus(config: &Config, managed: usize) -> Result<(), ConfigError> {
-    let mut sum = 0usize;
-    for (i, p) in config.partitions.iter().enumerate() {
-        if let Some(n) = p.cpus {
-            sum += n as usize;
-            if sum > managed {
-                return Err(ConfigError::Invalid {
-                    key: format!("partition[{i}].cpus"),
-                    value: format!("{n} (fixed counts add up to {sum}, {managed} CPUs managed)"),
-                    reason: "fixed CPU counts exceed the CPUs the manager manages",
-                });
-            }
-        }
-    }
-    Ok(())
 }

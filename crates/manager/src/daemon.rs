@@ -308,11 +308,11 @@ async fn refuse(
     send_error(stream, code, message).await
 }
 
+/// Why a peer is refused: (its pid and uid, the code, the text).
+type Refusal = ((i32, u32), ErrorCode, String);
+
 /// Identify the peer: credentials, a connection slot, and a pidfd (never a bare pid).
-fn identify(
-    shared: &Shared,
-    stream: &UnixStream,
-) -> Result<(Peer, crate::limits::Slot), ((i32, u32), ErrorCode, String)> {
+fn identify(shared: &Shared, stream: &UnixStream) -> Result<(Peer, crate::limits::Slot), Refusal> {
     let cred = peer_cred(stream.as_fd()).map_err(|e| {
         (
             (0, u32::MAX),
