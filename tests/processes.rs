@@ -387,7 +387,7 @@ fn shutdown_restores_what_it_changed() {
         .flat_map(|d| std::fs::read_dir(d).into_iter().flatten())
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| *n == format!("partita-{mgr_pid}"))
+        .filter(|n| n.starts_with(&format!("partita-mgr-{mgr_pid}-")))
         .collect()
     };
     if confinement.starts_with("cgroup") {
