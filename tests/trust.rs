@@ -354,15 +354,22 @@ fn a_new_manager_sweeps_what_a_dead_one_left() {
     }
     let _s = serial();
     // What a SIGKILLed manager (pid 999999999 cannot exist) left: a cgroup with a process.
-    let dead = test_cgroup("partita-mgr-999999999-1");
-    let part = dead.join("default");
-    let _ = std::fs::create_dir(&part);
-    for f in ["cpuset.cpus", "cpuset.mems"] {
-        let v = std::fs::read_to_string(dead.join(f)).unwrap();
-        std::fs::write(part.join(f), v.trim()).unwrap();
-    }
+    // Any manager starting meanwhile (other tests) may sweep it first: set it up again then.
+    let dead = Path::new(CPUSET).join("partita-mgr-999999999-1");
     let mut victim = Command::new("sleep").arg("30").spawn().unwrap();
-    std::fs::write(part.join("cgroup.procs"), victim.id().to_string()).unwrap();
+    let setup = || -> std::io::Result<()> {
+        let part = dead.join("default");
+        let _ = std::fs::create_dir(&dead);
+        let _ = std::fs::create_dir(&part);
+        for d in [&dead, &part] {
+            for f in ["cpuset.cpus", "cpuset.mems"] {
+                let v = std::fs::read_to_string(Path::new(CPUSET).join(f))?;
+                std::fs::write(d.join(f), v.trim())?;
+            }
+        }
+        std::fs::write(part.join("cgroup.procs"), victim.id().to_string())
+    };
+    assert!(wait_until(Duration::from_secs(10), || setup().is_ok()));
     let dir = TempDir::new("sweep");
     let h = spawn_in_process(tracked("cgroups = true\n"), dir.path("m.sock")).unwrap();
     assert!(!dead.exists(), "the dead manager's cgroup was not swept");
