@@ -131,7 +131,9 @@ fn three_applications_and_a_hog_share_the_cpus() {
             // Every application allocated once: until then it runs at full size with no CPU
             // set (registration never waits for a reallocation).
             s.applications.len() == 3
-                && s.applications.iter().all(|a| a.target == 0 || !a.cpus.is_empty())
+                && s.applications
+                    .iter()
+                    .all(|a| a.target == 0 || !a.cpus.is_empty())
                 && s.partitions[0].uncontrolled_pids.contains(&hog.pid())
                 && s.partitions[0].uncontrolled_runnable >= 1
         }),
@@ -400,7 +402,7 @@ fn shutdown_restores_what_it_changed() {
         .flat_map(|d| std::fs::read_dir(d).into_iter().flatten())
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| *n == format!("partita-{mgr_pid}"))
+        .filter(|n| n.starts_with(&format!("partita-mgr-{mgr_pid}-")))
         .collect()
     };
     if confinement.starts_with("cgroup") {

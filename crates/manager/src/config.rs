@@ -9,6 +9,8 @@
 //! sample_period_ms = 50       # runnable-thread sampling of uncontrolled processes
 //! uncontrolled = "system"     # or "tracked": only processes started with `partita run`
 //! cgroups = true              # confine uncontrolled processes with cpuset cgroups when possible
+//! max_connections = 4160      # open connections at once (the fd limit is raised to fit)
+//! max_connections_per_uid = 1024
 //!
 //! [usage_decay]               # Tucker §6.3.2
 //! c = 0.95
@@ -340,6 +342,11 @@ pub struct Config {
     /// Partitions besides `default`.
     #[serde(rename = "partition")]
     pub partitions: Vec<PartitionConfig>,
+    /// Most connections open at once (registered applications, status and confine
+    /// requests, clients that have not spoken yet).
+    pub max_connections: usize,
+    /// Most connections open at once from one uid.
+    pub max_connections_per_uid: usize,
 }
 
 impl Default for Config {
@@ -357,6 +364,8 @@ impl Default for Config {
             dss: DssConfig::default(),
             bandwidth: BandwidthConfig::default(),
             partitions: Vec::new(),
+            max_connections: 4096 + 64,
+            max_connections_per_uid: 1024,
         }
     }
 }
@@ -433,6 +442,12 @@ impl Config {
         }
         if self.max_applications == 0 {
             return Err(bad("max_applications", 0, "must be at least 1"));
+        }
+        if self.max_connections == 0 {
+            return Err(bad("max_connections", 0, "must be at least 1"));
+        }
+        if self.max_connections_per_uid == 0 {
+            return Err(bad("max_connections_per_uid", 0, "must be at least 1"));
         }
         if self.hello_timeout_ms == 0 {
             return Err(bad("hello_timeout_ms", 0, "must be positive"));
@@ -537,6 +552,32 @@ impl Config {
 
 /// Name of the built-in partition for uncontrolled processes and unmatched applications.
 pub const DEFAULT_PARTITION: &str = "default";
+
+/// Fixed `cpus` counts must fit the CPUs the manager manages (`managed`): an error naming the
+/// first partition's key whose count, added to the ones before it, exceeds them.
+///
+/// ```
+/// let c = partita_manager::Config::from_toml_str("[[partition]]\nname = \"a\"\ncpus = 3\n").unwrap();
+/// assert!(partita_manager::config::check_fixed_cpus(&c, 4).is_ok());
+/// let e = partita_manager::config::check_fixed_cpus(&c, 2).unwrap_err();
+/// assert!(e.to_string().contains("partition[0].cpus"));
+/// ```
+pub fn check_fixed_cpus(config: &Config, managed: usize) -> Result<(), ConfigError> {
+    let mut sum = 0usize;
+    for (i, p) in config.partitions.iter().enumerate() {
+        if let Some(n) = p.cpus {
+            sum += n as usize;
+            if sum > managed {
+                return Err(ConfigError::Invalid {
+                    key: format!("partition[{i}].cpus"),
+                    value: format!("{n} (fixed counts add up to {sum}, {managed} CPUs managed)"),
+                    reason: "fixed CPU counts exceed the CPUs the manager manages",
+                });
+            }
+        }
+    }
+    Ok(())
+}
 
 #[cfg(test)]
 mod tests {

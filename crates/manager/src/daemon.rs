@@ -7,11 +7,14 @@
 
 use crate::config::Config;
 use crate::enforce::Enforcer;
+use crate::limits::{AcceptBackoff, ConnLimits};
+use crate::proc_ref::ProcRef;
 use crate::realloc::{self, Doorbell};
-use crate::registry::{Registration, Registry, SampleRequest};
+use crate::registry::{Peer, Registration, Registry, SampleRequest};
 use crate::status::Status;
+use crate::supervise::supervise;
 use crate::{sys, Error};
-use partita_protocol::sys::{peer_cred, pidfd_open, send_with_fd};
+use partita_protocol::sys::{peer_cred, peer_pidfd, send_with_fd};
 use partita_protocol::wire::{
     frame_len, ClientMessage, DecodeError, ErrorCode, ManagerMessage, FLAG_PARTITION_ONLY,
     MAX_CLIENT_FRAME, PROTOCOL_VERSION,
@@ -39,6 +42,7 @@ pub(crate) struct Shared {
     /// Rung for every change that may move CPUs (see [`realloc`]).
     doorbell: Arc<Doorbell>,
     shutdown: Notify,
+    conns: Arc<ConnLimits>,
 }
 
 impl Shared {
@@ -65,7 +69,7 @@ impl Shared {
     }
 
     pub(crate) fn status(&self) -> Status {
-        self.lock().status()
+        self.lock().status(None)
     }
 
     pub(crate) fn request_shutdown(&self) {
@@ -143,6 +147,18 @@ pub(crate) fn bind(
 pub(crate) fn shared(config: Config) -> Result<Arc<Shared>, Error> {
     config.validate().map_err(Error::Config)?;
     let managed = managed_cpus(&config)?;
+    crate::config::check_fixed_cpus(&config, managed.len()).map_err(Error::Config)?;
+    let want = crate::limits::fds_needed(config.max_connections, config.max_applications);
+    match crate::limits::raise_nofile(want) {
+        Ok(got) if got < want => tracing::warn!(
+            want,
+            got,
+            "RLIMIT_NOFILE's hard limit is below what max_connections needs"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot raise RLIMIT_NOFILE"),
+    }
+    let conns = ConnLimits::new(config.max_connections, config.max_connections_per_uid);
     let enforcer = Enforcer::new(config.cgroups, managed);
     let confinement = enforcer.confinement().name();
     Ok(Arc::new(Shared {
@@ -150,6 +166,7 @@ pub(crate) fn shared(config: Config) -> Result<Arc<Shared>, Error> {
         enforcer: Mutex::new(enforcer),
         doorbell: Arc::new(Doorbell::default()),
         shutdown: Notify::new(),
+        conns,
     }))
 }
 
@@ -177,60 +194,97 @@ pub(crate) async fn run(
     };
     shared.ring();
     let mut tasks = tokio::task::JoinSet::new();
+    let mut background = tokio::task::JoinSet::new();
     // The bandwidth policy's quantum tick, when a partition uses it.
     if let Some(ms) = shared.lock().bandwidth_period_ms() {
         let shared = shared.clone();
-        tasks.spawn(async move {
-            let mut iv = tokio::time::interval(Duration::from_millis(ms));
-            iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                iv.tick().await;
-                let changed = shared.lock().bandwidth_quantum();
-                if changed {
-                    shared.ring();
-                }
-            }
-        });
+        let period = Duration::from_millis(ms);
+        background.spawn(supervise("bandwidth quantum", period, move || {
+            bandwidth_ticker(shared.clone(), period)
+        }));
     }
     {
         let shared = shared.clone();
-        tasks.spawn(async move { sampler(shared, sample).await });
+        background.spawn(supervise("sampler", sample, move || {
+            sampler(shared.clone(), sample)
+        }));
     }
     {
         let shared = shared.clone();
-        tasks.spawn(async move {
-            let mut iv = tokio::time::interval(tick);
-            iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                iv.tick().await;
-                shared.ring();
-            }
-        });
+        background.spawn(supervise("tick", tick, move || {
+            ticker(shared.clone(), tick)
+        }));
     }
+    let mut backoff = AcceptBackoff::new();
+    let mut failure = None;
     loop {
+        // Reap finished connection tasks (their results are not needed).
+        while tasks.try_join_next().is_some() {}
         tokio::select! {
             _ = shared.shutdown.notified() => break,
+            Some(done) = background.join_next() => {
+                let why = match done {
+                    Ok(Err(why)) => why,
+                    Ok(Ok(())) => "a background task stopped".into(),
+                    Err(e) => format!("a background task failed: {e}"),
+                };
+                tracing::error!(error = %why, "the manager cannot go on; shutting down");
+                failure = Some(why);
+                break;
+            }
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
+                    backoff.reset();
                     let shared = shared.clone();
                     tasks.spawn(async move { connection(shared, stream, hello_timeout).await });
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    let (log, delay) = backoff.failed(std::time::Instant::now());
+                    if let Some(suppressed) = log {
+                        tracing::warn!(error = %e, suppressed, retry_ms = delay.as_millis() as u64, "accept failed");
+                    }
+                    tokio::time::sleep(delay).await;
                 }
             },
         }
     }
     tracing::info!("shutting down: restoring affinities and removing cgroups");
     let _ = std::fs::remove_file(&socket);
+    background.abort_all();
     tasks.abort_all();
     while tasks.join_next().await.is_some() {}
+    while background.join_next().await.is_some() {}
     shared.doorbell.stop();
     let _ = tokio::task::spawn_blocking(move || reallocator.join()).await;
     shared.lock().shutdown();
     shared.enforcer().restore_all();
-    Ok(())
+    match failure {
+        Some(why) => Err(Error::Thread(why)),
+        None => Ok(()),
+    }
+}
+
+/// The periodic reallocation (rotation, decay, quanta): a ring per tick.
+async fn ticker(shared: Arc<Shared>, tick: Duration) {
+    let mut iv = tokio::time::interval(tick);
+    iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        iv.tick().await;
+        shared.ring();
+    }
+}
+
+/// The bandwidth policy's quantum: select, then ring when the parked set changed.
+async fn bandwidth_ticker(shared: Arc<Shared>, period: Duration) {
+    let mut iv = tokio::time::interval(period);
+    iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        iv.tick().await;
+        let changed = shared.lock().bandwidth_quantum();
+        if changed {
+            shared.ring();
+        }
+    }
 }
 
 /// Sample runnable threads of uncontrolled processes and reap exited ones.
@@ -303,60 +357,116 @@ async fn read_frame(stream: &mut UnixStream) -> Result<Option<ClientMessage>, (E
 }
 
 async fn send_error(stream: &mut UnixStream, code: ErrorCode, message: String) {
-    tracing::debug!(?code, %message, "protocol error, disconnecting");
     let frame = ManagerMessage::Error { code, message }.encode();
     let _ = tokio::time::timeout(Duration::from_millis(200), stream.write_all(&frame)).await;
     let _ = stream.shutdown().await;
+    // Read what the client already sent (bounded), so that closing with unread input does not
+    // turn the error reply into ECONNRESET on the client's side.
+    let mut sink = [0u8; 4096];
+    for _ in 0..16 {
+        match stream.try_read(&mut sink) {
+            Ok(n) if n > 0 => continue,
+            _ => break,
+        }
+    }
+}
+
+/// Refuse a peer: log it with its pid and uid, count it, send a typed error and disconnect.
+async fn refuse(
+    shared: &Shared,
+    stream: &mut UnixStream,
+    who: (i32, u32),
+    code: ErrorCode,
+    message: String,
+) {
+    tracing::warn!(pid = who.0, uid = who.1, ?code, %message, "refused a client");
+    shared.lock().count_refusal(code);
+    send_error(stream, code, message).await
+}
+
+/// Why a peer is refused: (its pid and uid, the code, the text).
+type Refusal = ((i32, u32), ErrorCode, String);
+
+/// Identify the peer: credentials, a connection slot, and a pidfd (never a bare pid).
+fn identify(shared: &Shared, stream: &UnixStream) -> Result<(Peer, crate::limits::Slot), Refusal> {
+    let cred = peer_cred(stream.as_fd()).map_err(|e| {
+        (
+            (0, u32::MAX),
+            ErrorCode::Internal,
+            format!("SO_PEERCRED: {e}"),
+        )
+    })?;
+    let who = (cred.pid, cred.uid);
+    let slot = shared
+        .conns
+        .acquire(cred.uid)
+        .map_err(|m| (who, ErrorCode::TooManyApplications, m))?;
+    if cred.pid <= 0 {
+        let m = "the peer's pid is not visible from the manager's pid namespace".to_string();
+        return Err((who, ErrorCode::PermissionDenied, m));
+    }
+    let fd = peer_pidfd(stream.as_fd(), &cred).map_err(|e| {
+        let m = format!("cannot identify process {}: {e}", cred.pid);
+        (who, ErrorCode::PermissionDenied, m)
+    })?;
+    let peer = Peer {
+        proc: ProcRef::new(cred.pid, fd),
+        uid: cred.uid,
+        gid: cred.gid,
+    };
+    Ok((peer, slot))
 }
 
 async fn connection(shared: Arc<Shared>, mut stream: UnixStream, hello_timeout: Duration) {
+    let (peer, _slot) = match identify(&shared, &stream) {
+        Ok(p) => p,
+        Err((who, code, msg)) => return refuse(&shared, &mut stream, who, code, msg).await,
+    };
+    let who = (peer.proc.pid(), peer.uid);
     let first = match tokio::time::timeout(hello_timeout, read_frame(&mut stream)).await {
         Err(_) => {
-            return send_error(
-                &mut stream,
-                ErrorCode::Timeout,
-                format!("no message within {} ms", hello_timeout.as_millis()),
-            )
-            .await
+            let msg = format!("no message within {} ms", hello_timeout.as_millis());
+            return refuse(&shared, &mut stream, who, ErrorCode::Timeout, msg).await;
         }
         Ok(Ok(Some(m))) => m,
         Ok(Ok(None)) => return,
-        Ok(Err((code, msg))) => return send_error(&mut stream, code, msg).await,
-    };
-    let cred = match peer_cred(stream.as_fd()) {
-        Ok(c) => c,
-        Err(e) => {
-            return send_error(
-                &mut stream,
-                ErrorCode::Internal,
-                format!("SO_PEERCRED: {e}"),
-            )
-            .await
-        }
+        Ok(Err((code, msg))) => return refuse(&shared, &mut stream, who, code, msg).await,
     };
     match first {
         ClientMessage::StatusRequest { .. } => {
-            let json = serde_json::to_string(&shared.status())
+            let status = shared.lock().status(Some(peer.uid));
+            let json = serde_json::to_string(&status)
                 .unwrap_or_else(|e| format!("{{\"error\":\"cannot serialise status: {e}\"}}"));
-            let _ = stream
-                .write_all(&ManagerMessage::StatusReply { json }.encode())
-                .await;
+            let frame = ManagerMessage::StatusReply { json }.encode();
+            if tokio::time::timeout(STATUS_WRITE_TIMEOUT, stream.write_all(&frame))
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    pid = who.0,
+                    uid = who.1,
+                    "status reply not read in time; dropped"
+                );
+            }
         }
         ClientMessage::Confine { partition, .. } => {
-            let reply = confine(&shared, cred.pid, partition).await;
+            let reply = confine(&shared, &peer, partition).await;
             match reply {
                 Ok((partition, cpus)) => {
                     let m = ManagerMessage::Confined { partition, cpus };
-                    let _ = stream.write_all(&m.encode()).await;
+                    let _ =
+                        tokio::time::timeout(STATUS_WRITE_TIMEOUT, stream.write_all(&m.encode()))
+                            .await;
                 }
-                Err(msg) => send_error(&mut stream, ErrorCode::UnknownPartition, msg).await,
+                Err((code, msg)) => refuse(&shared, &mut stream, who, code, msg).await,
             }
         }
         ClientMessage::Hello(hello) => {
             let req = Registration {
-                pid: cred.pid,
-                uid: cred.uid,
-                gid: cred.gid,
+                pid: peer.proc.pid(),
+                proc: peer.proc.clone(),
+                uid: peer.uid,
+                gid: peer.gid,
                 name: hello.name,
                 hint: hello.partition_hint,
                 pool_size: hello.pool_size,
@@ -365,54 +475,90 @@ async fn connection(shared: Arc<Shared>, mut stream: UnixStream, hello_timeout: 
             serve_application(&shared, &mut stream, req).await
         }
         ClientMessage::DemandChanged | ClientMessage::Goodbye => {
-            send_error(
-                &mut stream,
-                ErrorCode::OutOfOrder,
-                "the first message must be a hello, status request or confine request".into(),
-            )
-            .await
+            let msg = "the first message must be a hello, status request or confine request";
+            refuse(&shared, &mut stream, who, ErrorCode::OutOfOrder, msg.into()).await
         }
     }
 }
 
-/// `partita run`: track the process, wait for the reallocation that gives its partition a
-/// CPU, confine it there; the partition's name and the CPUs.
+/// `partita run`: track the process (membership, uid and count checked), wait for the
+/// reallocation that gives its partition a CPU, confine it there; the partition's name and
+/// the CPUs. A process that cannot be confined is not tracked.
 async fn confine(
     shared: &Arc<Shared>,
-    pid: i32,
+    peer: &Peer,
     partition: String,
-) -> Result<(String, CpuSet), String> {
-    let k = shared.lock().track(pid, &partition)?;
+) -> Result<(String, CpuSet), (ErrorCode, String)> {
+    let k = shared.lock().confine(peer, &partition)?;
     let n = shared.ring();
     let s = shared.clone();
+    let proc: ProcRef = peer.proc.clone();
     tokio::task::spawn_blocking(move || {
         s.doorbell.wait_served(n);
         let (name, set) = s.lock().uncontrolled_set(k);
-        if let Err(e) = s.enforcer().confine_uncontrolled(&name, pid, &set) {
-            tracing::warn!(pid, partition = %name, error = %e, "could not confine process");
+        let applied = s.enforcer().confine_uncontrolled(&name, &proc, &set);
+        match applied {
+            Ok(cpus) => {
+                let (_, now) = s.lock().mark_confined(proc.pid(), k);
+                if now != set {
+                    // A reallocation ran meanwhile and left this process alone: catch up.
+                    let moved =
+                        s.enforcer()
+                            .update_uncontrolled(&name, std::slice::from_ref(&proc), &now);
+                    if let Err(e) = moved {
+                        tracing::debug!(pid = proc.pid(), error = %e, "confinement not updated");
+                    }
+                }
+                Ok((name, cpus))
+            }
+            Err(e) => {
+                let pid = proc.pid();
+                tracing::warn!(pid, partition = %name, error = %e, "could not confine process");
+                s.lock().untrack_one(pid);
+                s.ring();
+                Err((
+                    ErrorCode::PermissionDenied,
+                    format!("cannot confine process {pid}: {e}"),
+                ))
+            }
         }
-        (name, set)
     })
     .await
-    .map_err(|e| format!("confinement failed: {e}"))
+    .map_err(|e| (ErrorCode::Internal, format!("confinement failed: {e}")))?
+}
+
+/// How long a status or confine reply may take to be read.
+const STATUS_WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Unregisters its application when dropped: on every way out of the connection task,
+/// including a panic and the task's cancellation at shutdown.
+struct Unregister<'a> {
+    shared: &'a Shared,
+    id: u32,
+}
+
+impl Drop for Unregister<'_> {
+    fn drop(&mut self) {
+        self.shared.lock().unregister(self.id);
+        self.shared.ring();
+    }
 }
 
 /// Register, welcome, follow until the application leaves, unregister.
 async fn serve_application(shared: &Shared, stream: &mut UnixStream, req: Registration) {
-    let (pid, name, pool) = (req.pid, req.name.clone(), req.pool_size);
+    let (pid, uid, name, pool) = (req.pid, req.uid, req.name.clone(), req.pool_size);
+    let proc = req.proc.clone();
     let registered = shared.lock().register(req);
     shared.lock().telemetry.count_refusal(&registered);
     let id = match registered {
         Ok(id) => id,
-        Err((code, msg)) => return send_error(stream, code, msg).await,
+        Err((code, msg)) => return refuse(shared, stream, (pid, uid), code, msg).await,
     };
-    shared.ring();
+    let _guard = Unregister { shared, id };
     tracing::info!(id, pid, name = %name, pool, "application registered");
     if welcome(shared, stream, id).await.is_ok() {
-        follow(shared, stream, pid).await;
+        follow(shared, stream, &proc, uid).await;
     }
-    shared.lock().unregister(id);
-    shared.ring();
     tracing::info!(id, pid, "application gone");
 }
 
@@ -442,21 +588,19 @@ async fn welcome(shared: &Shared, stream: &mut UnixStream, id: u32) -> std::io::
 
 /// Serve a registered application until it leaves: EOF, goodbye, pidfd readiness, or a
 /// protocol error.
-async fn follow(shared: &Shared, stream: &mut UnixStream, pid: i32) {
-    let pidfd = pidfd_open(pid).ok().and_then(|fd| {
+async fn follow(shared: &Shared, stream: &mut UnixStream, proc: &ProcRef, uid: u32) {
+    let who = (proc.pid(), uid);
+    let pidfd = proc.pidfd().try_clone().ok().and_then(|fd| {
         // SAFETY: the AsyncFd takes ownership of the OwnedFd, which therefore stays open and
         // refers to the same pidfd for the AsyncFd's whole lifetime; OwnedFd::as_raw_fd always
         // returns the same descriptor.
         unsafe { AsyncFd::register(fd) }.ok()
     });
-    let died = async {
-        match &pidfd {
-            Some(fd) => {
-                let _ = fd.readable().await;
-            }
-            None => std::future::pending::<()>().await,
-        }
+    let Some(pidfd) = pidfd else {
+        let msg = "cannot watch the process (pidfd)".to_string();
+        return refuse(shared, stream, who, ErrorCode::Internal, msg).await;
     };
+    let died = pidfd.readable();
     tokio::pin!(died);
     loop {
         tokio::select! {
@@ -467,10 +611,53 @@ async fn follow(shared: &Shared, stream: &mut UnixStream, pid: i32) {
                     shared.ring();
                 }
                 Ok(Some(_)) => {
-                    return send_error(stream, ErrorCode::OutOfOrder, "unexpected message after registration".into()).await
+                    let msg = "unexpected message after registration".to_string();
+                    return refuse(shared, stream, who, ErrorCode::OutOfOrder, msg).await
                 }
-                Err((code, msg)) => return send_error(stream, code, msg).await,
+                Err((code, msg)) => return refuse(shared, stream, who, code, msg).await,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Control, Uncontrolled};
+
+    #[test]
+    fn a_panicking_connection_task_still_unregisters() {
+        let c = Config {
+            cgroups: false,
+            uncontrolled: Uncontrolled::Tracked,
+            control: Control::PartitionOnly,
+            ..Config::default()
+        };
+        let shared = shared(c).unwrap();
+        let pid = std::process::id() as i32;
+        let req = Registration {
+            pid,
+            proc: ProcRef::open(pid).unwrap(),
+            uid: sys::euid(),
+            gid: 0,
+            name: "panicky".into(),
+            hint: String::new(),
+            pool_size: 1,
+            partition_only: true,
+        };
+        let id = shared.lock().register(req).unwrap();
+        assert_eq!(shared.status().applications.len(), 1);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _guard = Unregister {
+                shared: &shared,
+                id,
+            };
+            panic!("a bug in a connection task");
+        }));
+        assert!(r.is_err());
+        assert!(
+            shared.status().applications.is_empty(),
+            "a ghost holds CPUs"
+        );
     }
 }

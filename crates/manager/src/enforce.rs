@@ -1,14 +1,22 @@
-//! Enforcement: confining processes to CPU sets.
+//! Enforcement: confining processes to CPU sets, and undoing it.
 //!
 //! - Applications: the runtime pins its own workers; the manager also sets the affinity of every
 //!   thread of the application when it may (same uid or root), so a misbehaving application is
 //!   still confined.
-//! - Uncontrolled processes started with `partita run`: a cpuset cgroup per partition (v2 under
-//!   the manager's own cgroup-v2 mount, else v1 under the cpuset hierarchy) when the manager can
-//!   create one; else `sched_setaffinity` on every thread of the process and its descendants.
-//! - Nothing survives the manager: [`Enforcer::restore_all`] puts back every affinity it
-//!   changed and removes every cgroup it created.
+//! - Uncontrolled processes started with `partita run`: a cpuset cgroup per partition, nested
+//!   under the manager's own cgroup (see [`crate::cgroup`]), when the program's own cgroup is
+//!   an ancestor of it (then the program stays under every limit it had: cgroup limits are
+//!   hierarchical); otherwise `sched_setaffinity` on every thread of it and its descendants.
+//! - Never wider than the process was: the CPU set applied to a process is intersected with
+//!   the affinity it had when the manager first touched it, and that mask (one per process,
+//!   not per thread) is what every thread, including threads created later, gets back.
+//! - Every process is named by a [`ProcRef`] (pid + pidfd) and checked alive before each act.
+//! - Nothing survives the manager: [`Enforcer::restore_all`] puts back every affinity, moves
+//!   every process back to the cgroup it came from, removes every cgroup it created and
+//!   undoes the `+cpuset` it added to `cgroup.subtree_control`.
 
+use crate::cgroup::{self, Hierarchy};
+use crate::proc_ref::ProcRef;
 use crate::sys::{self, SysError};
 use partita_protocol::CpuSet;
 use std::collections::BTreeMap;
@@ -21,9 +29,9 @@ use std::path::{Path, PathBuf};
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Confinement {
-    /// A cgroup-v2 directory with `cpuset.cpus`.
+    /// A cgroup-v2 directory (the manager's, created on first use) with `cpuset.cpus`.
     CgroupV2(PathBuf),
-    /// A cgroup-v1 cpuset hierarchy directory.
+    /// A cgroup-v1 cpuset directory (the manager's, created on first use).
     CgroupV1(PathBuf),
     /// `sched_setaffinity` on every thread.
     Affinity,
@@ -44,6 +52,13 @@ impl Confinement {
     }
 }
 
+/// The affinity a process had when the manager first changed it.
+#[derive(Debug)]
+struct Original {
+    proc: ProcRef,
+    mask: CpuSet,
+}
+
 /// Applies CPU sets and remembers what it changed, to undo it.
 ///
 /// ```
@@ -53,31 +68,44 @@ impl Confinement {
 #[derive(Debug)]
 pub struct Enforcer {
     confinement: Confinement,
+    hierarchy: Option<Hierarchy>,
     /// Cgroups created, per partition.
     cgroups: BTreeMap<String, PathBuf>,
-    /// Original affinity of every thread whose affinity was changed.
-    original: BTreeMap<i32, CpuSet>,
+    /// Original affinity of every process whose affinity was changed.
+    original: BTreeMap<i32, Original>,
+    /// Processes moved into a cgroup, with the cgroup they came from.
+    moved: BTreeMap<i32, (ProcRef, PathBuf)>,
+    /// Where this manager wrote `+cpuset` into `cgroup.subtree_control` (v2), to undo it.
+    added_subtree: Option<PathBuf>,
     managed: CpuSet,
 }
 
 impl Enforcer {
-    /// Choose the confinement mechanism. `use_cgroups = false` forces affinity. A private
-    /// root directory name (`partita-<pid>`) keeps concurrent managers apart.
+    /// Choose the confinement mechanism. `use_cgroups = false` forces affinity. With cgroups,
+    /// first [sweep](crate::cgroup) what dead managers left under this one's cgroup.
     ///
     /// ```
     /// let e = partita_manager::enforce::Enforcer::new(false, [0].into_iter().collect());
     /// assert_eq!(e.confinement().name(), "affinity");
     /// ```
     pub fn new(use_cgroups: bool, managed: CpuSet) -> Enforcer {
-        let confinement = if use_cgroups {
-            detect_cgroup(&managed).unwrap_or(Confinement::Affinity)
-        } else {
-            Confinement::Affinity
+        let hierarchy = if use_cgroups { cgroup::detect() } else { None };
+        let hierarchy = hierarchy.filter(|h| {
+            cgroup::sweep(&h.own);
+            writable(&h.own)
+        });
+        let confinement = match &hierarchy {
+            Some(h) if h.v2 => Confinement::CgroupV2(h.own.join(cgroup::own_dir_name())),
+            Some(h) => Confinement::CgroupV1(h.own.join(cgroup::own_dir_name())),
+            None => Confinement::Affinity,
         };
         Enforcer {
             confinement,
+            hierarchy,
             cgroups: BTreeMap::new(),
             original: BTreeMap::new(),
+            moved: BTreeMap::new(),
+            added_subtree: None,
             managed,
         }
     }
@@ -92,59 +120,99 @@ impl Enforcer {
         &self.confinement
     }
 
-    /// Set the affinity of every thread of `pid` (and of its descendants when `tree`),
-    /// remembering originals. Errors on individual threads (gone, not permitted) are skipped;
-    /// the first error is returned after trying all.
+    /// Set the affinity of every thread of `proc` (and of its descendants when `tree`) to
+    /// `cpus` ∩ the process's original mask, remembering the original. Returns the set applied
+    /// to `proc`; errors if the process is gone, the intersection is empty, or a thread
+    /// refused (the first error, after trying all).
     ///
     /// ```
-    /// use partita_manager::{enforce::Enforcer, sys};
+    /// use partita_manager::{enforce::Enforcer, proc_ref::ProcRef, sys};
     /// let mine = sys::get_affinity(0).unwrap();
     /// let mut e = Enforcer::new(false, mine);
     /// let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+    /// let p = ProcRef::open(child.id() as i32).unwrap();
     /// let one: partita_protocol::CpuSet = [mine.to_vec()[0]].into_iter().collect();
-    /// e.confine_process(child.id() as i32, &one, false).unwrap();
+    /// e.confine_process(&p, &one, false).unwrap();
     /// assert_eq!(sys::get_affinity(child.id() as i32).unwrap(), one);
     /// e.restore_all();
     /// assert_eq!(sys::get_affinity(child.id() as i32).unwrap(), mine);
     /// child.kill().unwrap();
     /// child.wait().unwrap();
     /// ```
-    pub fn confine_process(&mut self, pid: i32, cpus: &CpuSet, tree: bool) -> Result<(), SysError> {
-        let mut pids = vec![pid];
+    pub fn confine_process(
+        &mut self,
+        proc: &ProcRef,
+        cpus: &CpuSet,
+        tree: bool,
+    ) -> Result<CpuSet, SysError> {
+        let mut procs = vec![proc.clone()];
         if tree {
-            pids.extend(sys::descendants(pid));
+            procs.extend(descendants(proc));
         }
         let mut first_err = None;
-        for p in pids {
-            for tid in sys::threads(p).unwrap_or_default() {
-                if let std::collections::btree_map::Entry::Vacant(slot) = self.original.entry(tid) {
-                    match sys::get_affinity(tid) {
-                        Ok(orig) => {
-                            slot.insert(orig);
-                        }
-                        Err(e) => {
-                            first_err.get_or_insert(e);
-                            continue;
-                        }
-                    }
-                }
-                if let Err(e) = sys::set_affinity(tid, cpus) {
+        let mut applied = CpuSet::new();
+        for (i, p) in procs.iter().enumerate() {
+            match self.confine_one(p, cpus) {
+                Ok(set) if i == 0 => applied = set,
+                Ok(_) => {}
+                Err(e) => {
                     first_err.get_or_insert(e);
                 }
             }
         }
-        first_err.map_or(Ok(()), Err)
+        first_err.map_or(Ok(applied), Err)
     }
 
-    /// Put `pid` into the partition's cgroup (creating it) with this CPU set; with the affinity
-    /// mechanism, set the affinity of its threads and descendants instead.
+    fn confine_one(&mut self, p: &ProcRef, cpus: &CpuSet) -> Result<CpuSet, SysError> {
+        let gone = || SysError {
+            call: format!("sched_setaffinity({})", p.pid()),
+            source: std::io::Error::from_raw_os_error(libc::ESRCH),
+        };
+        if !p.alive() {
+            return Err(gone());
+        }
+        let stale = self.original.get(&p.pid()).is_some_and(|o| !o.proc.alive());
+        if stale || !self.original.contains_key(&p.pid()) {
+            let mask = sys::get_affinity(p.pid())?;
+            let orig = Original {
+                proc: p.clone(),
+                mask,
+            };
+            self.original.insert(p.pid(), orig);
+        }
+        let mask = self.original[&p.pid()].mask;
+        let set: CpuSet = cpus.iter().filter(|c| mask.contains(*c)).collect();
+        if set.is_empty() {
+            return Err(SysError {
+                call: format!("sched_setaffinity({})", p.pid()),
+                source: std::io::Error::other(format!(
+                    "none of CPUs {cpus} is allowed to the process (it may use {mask})"
+                )),
+            });
+        }
+        let mut first_err = None;
+        for tid in sys::threads(p.pid()).unwrap_or_default() {
+            if !p.alive() {
+                return Err(gone());
+            }
+            if let Err(e) = sys::set_affinity(tid, &set) {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(set), Err)
+    }
+
+    /// Put `proc` into the partition's cgroup (creating it) with this CPU set if its own
+    /// cgroup contains the manager's (so it keeps its limits); otherwise set the affinity of
+    /// its threads and descendants. Returns the CPUs it may now use.
     ///
     /// ```
-    /// use partita_manager::{enforce::Enforcer, sys};
+    /// use partita_manager::{enforce::Enforcer, proc_ref::ProcRef, sys};
     /// let mine = sys::get_affinity(0).unwrap();
     /// let mut e = Enforcer::new(false, mine); // affinity mechanism
     /// let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
-    /// e.confine_uncontrolled("default", child.id() as i32, &mine).unwrap();
+    /// let p = ProcRef::open(child.id() as i32).unwrap();
+    /// e.confine_uncontrolled("default", &p, &mine).unwrap();
     /// e.restore_all();
     /// child.kill().unwrap();
     /// child.wait().unwrap();
@@ -152,21 +220,38 @@ impl Enforcer {
     pub fn confine_uncontrolled(
         &mut self,
         partition: &str,
-        pid: i32,
+        proc: &ProcRef,
         cpus: &CpuSet,
-    ) -> Result<(), SysError> {
-        match self.confinement.clone() {
-            Confinement::Affinity => self.confine_process(pid, cpus, true),
-            Confinement::CgroupV1(root) | Confinement::CgroupV2(root) => {
-                let dir = self.partition_cgroup(&root, partition)?;
-                self.set_cgroup_cpus(&dir, cpus)?;
-                sys::write_file(&dir.join("cgroup.procs"), &pid.to_string())
-            }
+    ) -> Result<CpuSet, SysError> {
+        let root = match &self.confinement {
+            Confinement::Affinity => None,
+            Confinement::CgroupV1(r) | Confinement::CgroupV2(r) => Some(r.clone()),
+        };
+        let (Some(root), Some(h)) = (root, self.hierarchy.clone()) else {
+            return self.confine_process(proc, cpus, true);
+        };
+        let mount = cgroup::mount_of(&h.own);
+        let origin = cgroup::cgroup_of(&h, &mount, proc.pid());
+        let Some(origin) = origin.filter(|o| root.starts_with(o)) else {
+            // Moving it would take it out of its own cgroup's limits: affinity instead.
+            return self.confine_process(proc, cpus, true);
+        };
+        let dir = self.partition_cgroup(&root, partition)?;
+        self.set_cgroup_cpus(&dir, cpus)?;
+        if !proc.alive() {
+            return Err(SysError {
+                call: format!("write {}", dir.join("cgroup.procs").display()),
+                source: std::io::Error::from_raw_os_error(libc::ESRCH),
+            });
         }
+        sys::write_file(&dir.join("cgroup.procs"), &proc.pid().to_string())?;
+        self.moved.insert(proc.pid(), (proc.clone(), origin));
+        Ok(*cpus)
     }
 
-    /// Change the CPU set of a partition's uncontrolled processes (`pids` are used with the
-    /// affinity mechanism). An empty set leaves them where they are.
+    /// Change the CPU set of a partition's uncontrolled processes: its cgroup's, and the
+    /// affinity of those of `procs` that are not in it. An empty set leaves them where they
+    /// are.
     ///
     /// ```
     /// let mut e = partita_manager::enforce::Enforcer::new(false, [0].into_iter().collect());
@@ -175,32 +260,24 @@ impl Enforcer {
     pub fn update_uncontrolled(
         &mut self,
         partition: &str,
-        pids: &[i32],
+        procs: &[ProcRef],
         cpus: &CpuSet,
     ) -> Result<(), SysError> {
         if cpus.is_empty() {
             return Ok(()); // Nothing runnable: leave them where they are.
         }
-        match self.confinement.clone() {
-            Confinement::Affinity => {
-                let mut r = Ok(());
-                for &p in pids {
-                    if let Err(e) = self.confine_process(p, cpus, true) {
-                        r = Err(e);
-                    }
-                }
-                r
-            }
-            Confinement::CgroupV1(_) | Confinement::CgroupV2(_) => {
-                match self.cgroups.get(partition) {
-                    Some(dir) => {
-                        let dir = dir.clone();
-                        self.set_cgroup_cpus(&dir, cpus)
-                    }
-                    None => Ok(()),
+        let mut r = Ok(());
+        if let Some(dir) = self.cgroups.get(partition).cloned() {
+            r = self.set_cgroup_cpus(&dir, cpus);
+        }
+        for p in procs {
+            if !self.moved.contains_key(&p.pid()) {
+                if let Err(e) = self.confine_process(p, cpus, true) {
+                    r = Err(e);
                 }
             }
         }
+        r
     }
 
     /// Processes in a partition's cgroup (empty with the affinity mechanism).
@@ -210,72 +287,77 @@ impl Enforcer {
     /// assert!(e.cgroup_pids("default").is_empty());
     /// ```
     pub fn cgroup_pids(&self, partition: &str) -> Vec<i32> {
-        let Some(dir) = self.cgroups.get(partition) else {
-            return Vec::new();
-        };
-        std::fs::read_to_string(dir.join("cgroup.procs"))
+        self.cgroups
+            .get(partition)
+            .map(|d| cgroup::procs(d))
             .unwrap_or_default()
-            .split_whitespace()
-            .filter_map(|x| x.parse().ok())
-            .collect()
     }
 
-    /// Forget the original affinity of threads that no longer exist (process exited).
+    /// Forget what was recorded about processes that exited.
     ///
     /// ```
     /// let mut e = partita_manager::enforce::Enforcer::new(false, [0].into_iter().collect());
-    /// e.forget_process(i32::MAX);
+    /// e.forget_dead();
     /// ```
-    pub fn forget_process(&mut self, pid: i32) {
-        let live: Vec<i32> = sys::threads(pid).unwrap_or_default();
-        self.original
-            .retain(|tid, _| live.contains(tid) || sys::alive(*tid));
+    pub fn forget_dead(&mut self) {
+        self.original.retain(|_, o| o.proc.alive());
+        self.moved.retain(|_, (p, _)| p.alive());
     }
 
-    /// Restore the affinity of `pid`'s threads to what they were (used when an application
-    /// unregisters but keeps running).
+    /// Restore the affinity of every thread of `proc` to the process's original mask (an
+    /// application that unregisters but keeps running).
     ///
     /// ```
     /// let mut e = partita_manager::enforce::Enforcer::new(false, [0].into_iter().collect());
-    /// e.restore_process(std::process::id() as i32); // nothing was changed: no-op
+    /// let me = partita_manager::proc_ref::ProcRef::open(std::process::id() as i32).unwrap();
+    /// e.restore_process(&me); // nothing was changed: no-op
     /// ```
-    pub fn restore_process(&mut self, pid: i32) {
-        for tid in sys::threads(pid).unwrap_or_default() {
-            if let Some(orig) = self.original.remove(&tid) {
-                let _ = sys::set_affinity(tid, &orig);
-            }
+    pub fn restore_process(&mut self, proc: &ProcRef) {
+        if let Some(o) = self.original.remove(&proc.pid()) {
+            restore_affinity(&o);
         }
     }
 
-    /// Undo everything: restore every changed affinity, move processes out of the cgroups
-    /// created and remove them.
+    /// Undo everything: restore every changed affinity, move processes back to the cgroups
+    /// they came from, remove the cgroups created, undo `+cpuset`.
     ///
     /// ```
     /// let mut e = partita_manager::enforce::Enforcer::new(true, partita_manager::sys::get_affinity(0).unwrap());
     /// e.restore_all(); // nothing created yet: no-op
     /// ```
     pub fn restore_all(&mut self) {
-        for (tid, orig) in std::mem::take(&mut self.original) {
-            let _ = sys::set_affinity(tid, &orig);
+        for (_, o) in std::mem::take(&mut self.original) {
+            restore_affinity(&o);
         }
-        let root = match &self.confinement {
-            Confinement::CgroupV1(r) | Confinement::CgroupV2(r) => Some(r.clone()),
-            Confinement::Affinity => None,
-        };
-        for (_, dir) in std::mem::take(&mut self.cgroups) {
-            // Move survivors back to the parent of our root, then remove the directory.
-            if let Some(parent) = root.as_ref().and_then(|r| r.parent()) {
-                for p in std::fs::read_to_string(dir.join("cgroup.procs"))
-                    .unwrap_or_default()
-                    .split_whitespace()
-                {
-                    let _ = std::fs::write(parent.join("cgroup.procs"), p);
+        let moved = std::mem::take(&mut self.moved);
+        for (p, origin) in moved.values() {
+            if p.alive() {
+                let _ = std::fs::write(origin.join("cgroup.procs"), p.pid().to_string());
+            }
+        }
+        let own = self.hierarchy.as_ref().map(|h| h.own.clone());
+        if let (Some(own), Confinement::CgroupV1(root) | Confinement::CgroupV2(root)) =
+            (own, &self.confinement)
+        {
+            // Processes forked inside a partition cgroup go where their tracked ancestor came
+            // from; anything else to the manager's own cgroup.
+            for dir in self.cgroups.values() {
+                for pid in cgroup::procs(dir) {
+                    let to = origin_of(&moved, pid).unwrap_or_else(|| own.clone());
+                    if let Ok(p) = ProcRef::open(pid) {
+                        if p.alive() {
+                            let _ = std::fs::write(to.join("cgroup.procs"), pid.to_string());
+                        }
+                    }
                 }
             }
-            let _ = std::fs::remove_dir(&dir);
+            if root.exists() {
+                cgroup::drain_and_remove(root, &own);
+            }
         }
-        if let Some(r) = root {
-            let _ = std::fs::remove_dir(&r);
+        self.cgroups.clear();
+        if let Some(dir) = self.added_subtree.take() {
+            let _ = std::fs::write(dir.join("cgroup.subtree_control"), "-cpuset");
         }
     }
 
@@ -284,13 +366,21 @@ impl Enforcer {
             return Ok(d.clone());
         }
         if !root.exists() {
+            if let (Confinement::CgroupV2(_), Some(parent)) = (&self.confinement, root.parent()) {
+                let ctl = parent.join("cgroup.subtree_control");
+                let had = std::fs::read_to_string(&ctl).unwrap_or_default();
+                if !had.split_whitespace().any(|c| c == "cpuset") {
+                    sys::write_file(&ctl, "+cpuset")?;
+                    self.added_subtree = Some(parent.to_path_buf());
+                }
+            }
             std::fs::create_dir(root).map_err(|source| SysError {
                 call: format!("mkdir {}", root.display()),
                 source,
             })?;
             self.init_cpuset(root)?;
         }
-        let dir = root.join(sanitize(partition));
+        let dir = root.join(cgroup::encode_name(partition));
         if !dir.exists() {
             std::fs::create_dir(&dir).map_err(|source| SysError {
                 call: format!("mkdir {}", dir.display()),
@@ -311,9 +401,11 @@ impl Enforcer {
                 sys::write_file(&dir.join("cpuset.mems"), mems.trim())?;
                 sys::write_file(&dir.join("cpuset.cpus"), &self.managed.to_string())
             }
-            Confinement::CgroupV2(_) => {
-                // Enable the cpuset controller for children; harmless if already enabled.
-                let _ = std::fs::write(dir.join("cgroup.subtree_control"), "+cpuset");
+            Confinement::CgroupV2(root) => {
+                // Our own root has no processes, so it may enable cpuset for its children.
+                if dir == root {
+                    sys::write_file(&dir.join("cgroup.subtree_control"), "+cpuset")?;
+                }
                 sys::write_file(&dir.join("cpuset.cpus"), &self.managed.to_string())
             }
             Confinement::Affinity => Ok(()),
@@ -325,52 +417,47 @@ impl Enforcer {
     }
 }
 
-fn sanitize(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
+/// Every thread of the process back to its original mask, if it is still the same process.
+fn restore_affinity(o: &Original) {
+    for tid in sys::threads(o.proc.pid()).unwrap_or_default() {
+        if o.proc.alive() {
+            let _ = sys::set_affinity(tid, &o.mask);
+        }
+    }
 }
 
-/// Find a cpuset cgroup hierarchy we can create directories in: v2 first (the unified mount,
-/// with `cpuset` in its controllers), then v1. The directory is `partita-<pid>` under the
-/// hierarchy's root, so that concurrent managers (tests) do not collide.
-fn detect_cgroup(managed: &CpuSet) -> Option<Confinement> {
-    let name = format!("partita-{}", std::process::id());
-    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
-    let mut v2 = None;
-    let mut v1 = None;
-    for line in mounts.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() < 4 {
-            continue;
-        }
-        if f[2] == "cgroup2" && v2.is_none() {
-            let root = PathBuf::from(f[1]);
-            let ctrl = std::fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
-            if ctrl.split_whitespace().any(|c| c == "cpuset") {
-                v2 = Some(root);
+/// Descendants of `proc`, each with a pidfd verified against its parent.
+fn descendants(proc: &ProcRef) -> Vec<ProcRef> {
+    let mut out: Vec<ProcRef> = Vec::new();
+    let mut stack = vec![proc.clone()];
+    while let Some(p) = stack.pop() {
+        for t in sys::threads(p.pid()).unwrap_or_default() {
+            let path = format!("/proc/{}/task/{t}/children", p.pid());
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            for c in text
+                .split_whitespace()
+                .filter_map(|x| x.parse::<i32>().ok())
+            {
+                if out.len() < 100_000 && !out.iter().any(|o| o.pid() == c) {
+                    if let Some(child) = p.open_child(c) {
+                        out.push(child.clone());
+                        stack.push(child);
+                    }
+                }
             }
-        } else if f[2] == "cgroup" && f[3].split(',').any(|o| o == "cpuset") && v1.is_none() {
-            v1 = Some(PathBuf::from(f[1]));
         }
     }
-    let _ = managed;
-    if let Some(root) = v2 {
-        let _ = std::fs::write(root.join("cgroup.subtree_control"), "+cpuset");
-        if writable(&root) {
-            return Some(Confinement::CgroupV2(root.join(name)));
+    out
+}
+
+/// The origin cgroup of `pid` or of its nearest tracked ancestor.
+fn origin_of(moved: &BTreeMap<i32, (ProcRef, PathBuf)>, pid: i32) -> Option<PathBuf> {
+    let mut cur = pid;
+    for _ in 0..64 {
+        if let Some((_, o)) = moved.get(&cur) {
+            return Some(o.clone());
         }
-    }
-    if let Some(root) = v1 {
-        if writable(&root) {
-            return Some(Confinement::CgroupV1(root.join(name)));
-        }
+        cur = sys::parent_pid(cur).filter(|&p| p > 0)?;
     }
     None
 }

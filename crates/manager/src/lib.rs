@@ -27,15 +27,19 @@
 
 #![warn(missing_docs)]
 pub mod alloc;
+pub mod cgroup;
 pub mod config;
 pub mod counters;
 mod daemon;
 pub mod enforce;
+mod limits;
 pub mod metrics;
+pub mod proc_ref;
 mod quantum;
 mod realloc;
 mod registry;
 pub mod status;
+mod supervise;
 pub mod sys;
 pub mod telemetry;
 
@@ -192,7 +196,8 @@ impl Drop for ManagerHandle {
     }
 }
 
-/// Run the manager in the foreground until SIGTERM or SIGINT (`partita serve`).
+/// Run the manager in the foreground until SIGTERM, SIGINT, SIGHUP or SIGQUIT (`partita
+/// serve`); on any of them, on a fatal task failure and on a panic, it cleans up first.
 /// `system` selects group-accessible socket permissions (0660) instead of 0600.
 ///
 /// ```no_run
@@ -227,26 +232,80 @@ pub fn serve_with_metrics(
             context: "build tokio runtime".into(),
             source,
         })?;
-    rt.block_on(async {
-        metrics.map_or(Ok(()), |l| metrics::spawn(l, shared.clone()))?;
-        let s = shared.clone();
-        tokio::spawn(async move {
-            use tokio::signal::unix::{signal, SignalKind};
-            let (Ok(mut term), Ok(mut int)) = (
-                signal(SignalKind::terminate()),
-                signal(SignalKind::interrupt()),
-            ) else {
-                tracing::error!("cannot install signal handlers");
-                return;
-            };
-            tokio::select! {
-                _ = term.recv() => tracing::info!("SIGTERM"),
-                _ = int.recv() => tracing::info!("SIGINT"),
+    install_panic_hook();
+    let s = shared.clone();
+    let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rt.block_on(async {
+            metrics.map_or(Ok(()), |l| metrics::spawn(l, shared.clone()))?;
+            let s = shared.clone();
+            tokio::spawn(async move {
+                use tokio::signal::unix::{signal, SignalKind};
+                let kinds = [
+                    (SignalKind::terminate(), "SIGTERM"),
+                    (SignalKind::interrupt(), "SIGINT"),
+                    (SignalKind::hangup(), "SIGHUP"),
+                    (SignalKind::quit(), "SIGQUIT"),
+                ];
+                let mut streams = Vec::new();
+                for (k, name) in kinds {
+                    match signal(k) {
+                        Ok(st) => streams.push((st, name)),
+                        Err(e) => tracing::error!(signal = name, error = %e, "cannot install signal handler"),
+                    }
+                }
+                let waits = streams.iter_mut().map(|(st, name)| {
+                    Box::pin(async move {
+                        st.recv().await;
+                        *name
+                    })
+                });
+                let name = first_of(waits).await;
+                tracing::info!(signal = name, "signal received");
+                s.request_shutdown();
+            });
+            daemon::run(shared, listener, socket).await
+        })
+    }));
+    match served {
+        Ok(r) => r,
+        Err(p) => {
+            // The daemon's own thread panicked outside any task: undo what it did anyway.
+            s.lock().shutdown();
+            Err(Error::Thread(format!(
+                "the manager panicked: {}",
+                supervise::panic_text(p)
+            )))
+        }
+    }
+}
+
+/// Wait for the first of several futures (a tiny `select_all`).
+async fn first_of<F: std::future::Future<Output = &'static str> + Unpin>(
+    futs: impl Iterator<Item = F>,
+) -> &'static str {
+    let mut futs: Vec<F> = futs.collect();
+    if futs.is_empty() {
+        std::future::pending::<()>().await;
+    }
+    std::future::poll_fn(move |cx| {
+        for f in futs.iter_mut() {
+            if let std::task::Poll::Ready(v) = std::pin::Pin::new(f).poll(cx) {
+                return std::task::Poll::Ready(v);
             }
-            s.request_shutdown();
-        });
-        daemon::run(shared, listener, socket).await
+        }
+        std::task::Poll::Pending
     })
+    .await
+}
+
+/// Log every panic through tracing (with its location) before the default hook runs, so a
+/// panic in any thread of the daemon is visible in the manager's log.
+fn install_panic_hook() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        tracing::error!(panic = %info, "panic in the manager");
+        default(info);
+    }));
 }
 
 /// Give the socket to group `partita` if that group exists (system mode).

@@ -349,7 +349,7 @@ async fn accept_loop(listener: tokio::net::TcpListener, shared: Arc<crate::daemo
                 let scrape = || {
                     // Status and telemetry under one lock: one consistent instant.
                     let r = shared.lock();
-                    encode(&r.status(), &r.telemetry)
+                    encode(&r.status(None), &r.telemetry)
                 };
                 let resp = respond(req.method(), req.uri().path(), scrape);
                 std::future::ready(Ok::<_, std::convert::Infallible>(resp))

@@ -29,6 +29,7 @@
 
 use crate::alloc::{self, AllocInput, AllocOutput, AppId, History, MemberId};
 use crate::enforce::Enforcer;
+use crate::proc_ref::ProcRef;
 use partita_protocol::page::PageMap;
 use partita_protocol::CpuSet;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -191,12 +192,12 @@ fn desired(
 pub(crate) struct Batch {
     /// Pages to publish `(target, cpus)` to.
     pub publish: Vec<(Arc<PageMap>, u32, CpuSet)>,
-    /// Processes whose threads get this affinity.
-    pub affinity: Vec<(i32, CpuSet)>,
-    /// Partitions (name, tracked pids) whose uncontrolled processes get this CPU set.
-    pub uncontrolled: Vec<(String, Vec<i32>, CpuSet)>,
+    /// Processes whose threads get this affinity (pidfd-backed: never a reused pid).
+    pub affinity: Vec<(ProcRef, CpuSet)>,
+    /// Partitions (name, tracked processes) whose uncontrolled processes get this CPU set.
+    pub uncontrolled: Vec<(String, Vec<ProcRef>, CpuSet)>,
     /// Departed applications' processes: restore their affinity if they still run.
-    pub restore: Vec<i32>,
+    pub restore: Vec<ProcRef>,
 }
 
 /// Apply a batch outside the registry's lock. Errors are logged: a process that exited or
@@ -205,21 +206,21 @@ pub(crate) fn apply(batch: Batch, enforcer: &mut Enforcer) {
     for (page, target, cpus) in &batch.publish {
         page.manager.publish(*target, cpus);
     }
-    for (pid, cpus) in &batch.affinity {
-        if let Err(e) = enforcer.confine_process(*pid, cpus, false) {
-            tracing::debug!(pid, error = %e, "affinity not applied");
+    for (proc, cpus) in &batch.affinity {
+        if let Err(e) = enforcer.confine_process(proc, cpus, false) {
+            tracing::debug!(pid = proc.pid(), error = %e, "affinity not applied");
         }
     }
-    for (name, pids, cpus) in &batch.uncontrolled {
-        if let Err(e) = enforcer.update_uncontrolled(name, pids, cpus) {
+    for (name, procs, cpus) in &batch.uncontrolled {
+        if let Err(e) = enforcer.update_uncontrolled(name, procs, cpus) {
             tracing::debug!(partition = %name, error = %e, "confinement not updated");
         }
     }
-    for pid in batch.restore {
-        if crate::sys::alive(pid) {
-            enforcer.restore_process(pid);
+    for proc in batch.restore {
+        if proc.alive() {
+            enforcer.restore_process(&proc);
         } else {
-            enforcer.forget_process(pid);
+            enforcer.forget_dead();
         }
     }
 }

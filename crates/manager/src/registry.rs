@@ -4,6 +4,7 @@
 
 use crate::alloc::{self, AllocInput, AllocOutput, AppDemand, AppId, History, MemberId};
 use crate::config::{Config, Control, PartitionConfig, Uncontrolled, DEFAULT_PARTITION};
+use crate::proc_ref::ProcRef;
 use crate::realloc::{self, AppView, Batch, Effect, PlanInput};
 use crate::status::{AppStatus, PartitionStatus, Status};
 use crate::sys;
@@ -11,6 +12,17 @@ use partita_protocol::page::{monotonic_ns, PageMap};
 use partita_protocol::wire::ErrorCode;
 use partita_protocol::CpuSet;
 use std::collections::BTreeMap;
+
+/// Who is on the other end of a connection (kernel credentials and a pidfd).
+#[derive(Debug, Clone)]
+pub(crate) struct Peer {
+    /// The peer's process.
+    pub proc: ProcRef,
+    /// Its uid.
+    pub uid: u32,
+    /// Its gid.
+    pub gid: u32,
+}
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -21,6 +33,7 @@ use std::time::{Duration, Instant};
 struct App {
     id: AppId,
     pid: i32,
+    proc: ProcRef,
     uid: u32,
     name: String,
     partition: usize,
@@ -34,7 +47,13 @@ struct App {
 #[derive(Debug, Clone)]
 struct Tracked {
     pid: i32,
+    uid: u32,
+    proc: ProcRef,
     partition: usize,
+    /// Its first confinement is done (by the `partita run` request that tracked it); until
+    /// then reallocations leave it alone, so that a process about to move into a partition
+    /// cgroup never has its affinity narrowed (a manager killed in between could not undo it).
+    confined: bool,
 }
 
 /// Runnable-thread measurements of a partition's uncontrolled processes.
@@ -49,6 +68,8 @@ struct Runnable {
 pub(crate) struct Registration {
     /// The peer's pid (from the socket, never from a message).
     pub pid: i32,
+    /// The peer's pidfd (from the socket).
+    pub proc: ProcRef,
     /// The peer's uid.
     pub uid: u32,
     /// The peer's gid.
@@ -108,9 +129,11 @@ pub(crate) struct Registry {
     uncontrolled_sets: Vec<CpuSet>,
     reallocations: u64,
     /// Processes of departed applications, restored by the next batch.
-    departed: Vec<i32>,
+    departed: Vec<ProcRef>,
     /// The enforcer's mechanism, for the status.
     confinement: &'static str,
+    /// Refusals since start, per error code.
+    refusals: BTreeMap<String, u64>,
     start: Instant,
     /// Whether the manager may set affinities of other users' processes.
     privileged: bool,
@@ -147,6 +170,7 @@ impl Registry {
             reallocations: 0,
             departed: Vec::new(),
             confinement,
+            refusals: BTreeMap::new(),
             start: Instant::now(),
             privileged: euid == 0,
             euid,
@@ -188,19 +212,78 @@ impl Registry {
         Some(app.page.fd().try_clone_to_owned().map(|fd| (partition, fd)))
     }
 
-    /// Track the process `pid` as uncontrolled in the partition named `partition`
+    /// Track the calling process as uncontrolled in the partition named `partition`
     /// (`partita run`); returns the partition's index. "When one appears it gets one CPU at
     /// once": the caller rings for a reallocation, waits for it, then confines the process
-    /// to [`Registry::uncontrolled_set`].
-    pub(crate) fn track(&mut self, pid: i32, partition: &str) -> Result<usize, String> {
-        let k = self
-            .partition_index(partition)
-            .ok_or_else(|| format!("no partition named {partition:?}"))?;
+    /// to [`Registry::uncontrolled_set`] (and calls [`Registry::untrack`] if it cannot).
+    /// The partition must admit the caller as a member (its hint rule, uid or gid; `default`
+    /// admits everyone), the caller must be one this manager serves, and at most
+    /// `max_applications` processes are tracked.
+    pub(crate) fn confine(
+        &mut self,
+        peer: &Peer,
+        partition: &str,
+    ) -> Result<usize, (ErrorCode, String)> {
+        if !self.privileged && peer.uid != self.euid {
+            return Err((
+                ErrorCode::PermissionDenied,
+                format!("this manager serves uid {} only", self.euid),
+            ));
+        }
+        let k = self.partition_index(partition).ok_or_else(|| {
+            (
+                ErrorCode::UnknownPartition,
+                format!("no partition named {partition:?}"),
+            )
+        })?;
+        let m = &self.partitions[k].members;
+        if k != 0 && !m.hint && !m.uids.contains(&peer.uid) && !m.gids.contains(&peer.gid) {
+            return Err((
+                ErrorCode::PermissionDenied,
+                format!(
+                    "partition {partition:?} does not admit uid {} / gid {}",
+                    peer.uid, peer.gid
+                ),
+            ));
+        }
+        self.tracked.retain(|t| t.proc.alive());
+        let already = self.tracked.iter().any(|t| t.pid == peer.proc.pid());
+        if !already && self.tracked.len() >= self.config.max_applications {
+            return Err((
+                ErrorCode::TooManyApplications,
+                format!(
+                    "the manager already tracks {} processes (max_applications)",
+                    self.tracked.len()
+                ),
+            ));
+        }
+        let pid = peer.proc.pid();
         self.tracked.retain(|t| t.pid != pid);
-        self.tracked.push(Tracked { pid, partition: k });
+        self.tracked.push(Tracked {
+            pid,
+            uid: peer.uid,
+            proc: peer.proc.clone(),
+            partition: k,
+            confined: false,
+        });
         let r = &mut self.runnable[k];
         r.now = r.now.max(1);
         Ok(k)
+    }
+
+    /// Stop tracking `pid` (its confinement failed).
+    pub(crate) fn untrack_one(&mut self, pid: i32) {
+        self.tracked.retain(|t| t.pid != pid);
+    }
+
+    /// `pid`'s first confinement is done: later reallocations move it with its partition.
+    /// Returns the partition's uncontrolled set now, which the caller re-applies if it changed
+    /// meanwhile.
+    pub(crate) fn mark_confined(&mut self, pid: i32, k: usize) -> (String, CpuSet) {
+        for t in self.tracked.iter_mut().filter(|t| t.pid == pid) {
+            t.confined = true;
+        }
+        self.uncontrolled_set(k)
     }
 
     /// A partition's name and the CPU set its uncontrolled processes get now (all managed
@@ -213,10 +296,20 @@ impl Registry {
         (self.partitions[k].name.clone(), set)
     }
 
+    /// Count a refusal (shown in status).
+    pub(crate) fn count_refusal(&mut self, code: ErrorCode) {
+        *self.refusals.entry(format!("{code:?}")).or_default() += 1;
+    }
+
     /// What the sampler must measure.
     pub(crate) fn sample_request(&self) -> SampleRequest {
         SampleRequest {
-            tracked: self.tracked.iter().map(|t| (t.partition, t.pid)).collect(),
+            tracked: self
+                .tracked
+                .iter()
+                .filter(|t| t.proc.alive())
+                .map(|t| (t.partition, t.pid))
+                .collect(),
             app_pids: self.apps.values().map(|a| a.pid).collect(),
             partitions: self.partitions.len(),
             system_wide: self.config.uncontrolled == Uncontrolled::System,
@@ -270,6 +363,11 @@ impl Registry {
         self.admit(&req)?;
         let partition = self.choose_partition(&req.name, req.uid, req.gid, &req.hint)?;
         let id = self.next_id;
+        // Ids are never reused within one manager: at the end of the range, refuse.
+        let next = self.next_id.checked_add(1).ok_or((
+            ErrorCode::TooManyApplications,
+            "application ids are exhausted; restart the manager".to_string(),
+        ))?;
         let page = PageMap::create(id, req.pool_size)
             .map_err(|e| (ErrorCode::Internal, format!("control page: {e}")))?;
         let partition_only = req.partition_only || self.config.control == Control::PartitionOnly;
@@ -279,12 +377,13 @@ impl Registry {
         // Until the application reports, assume it wants its whole pool.
         page.app.demand.store(req.pool_size, Ordering::Relaxed);
         page.app.heartbeat.store(monotonic_ns(), Ordering::Relaxed);
-        self.next_id += 1;
+        self.next_id = next;
         self.apps.insert(
             id,
             App {
                 id,
                 pid: req.pid,
+                proc: req.proc,
                 uid: req.uid,
                 name: req.name,
                 partition,
@@ -304,6 +403,12 @@ impl Registry {
             return Err((
                 ErrorCode::PermissionDenied,
                 format!("this manager serves uid {} only", self.euid),
+            ));
+        }
+        if !req.proc.alive() {
+            return Err((
+                ErrorCode::PermissionDenied,
+                format!("process {} has exited", req.pid),
             ));
         }
         if self.apps.len() >= self.config.max_applications {
@@ -327,7 +432,7 @@ impl Registry {
     /// Remove an application; the next batch restores its affinity if it still runs.
     pub(crate) fn unregister(&mut self, id: AppId) {
         if let Some(app) = self.apps.remove(&id) {
-            self.departed.push(app.pid);
+            self.departed.push(app.proc.clone());
         }
     }
 
@@ -352,20 +457,20 @@ impl Registry {
                 }
                 Effect::Affinity { app, cpus } => {
                     if let Some(a) = self.apps.get(&app) {
-                        batch.affinity.push((a.pid, cpus));
+                        batch.affinity.push((a.proc.clone(), cpus));
                     }
                 }
                 Effect::Uncontrolled { partition, cpus } => {
                     self.uncontrolled_sets[partition] = cpus;
-                    let pids: Vec<i32> = self
+                    let procs: Vec<ProcRef> = self
                         .tracked
                         .iter()
-                        .filter(|t| t.partition == partition)
-                        .map(|t| t.pid)
+                        .filter(|t| t.partition == partition && t.confined)
+                        .map(|t| t.proc.clone())
                         .collect();
-                    if !pids.is_empty() {
+                    if !procs.is_empty() {
                         let name = self.partitions[partition].name.clone();
-                        batch.uncontrolled.push((name, pids, cpus));
+                        batch.uncontrolled.push((name, procs, cpus));
                     }
                 }
             }
@@ -487,8 +592,10 @@ impl Registry {
         before != self.tracked.len()
     }
 
-    /// A status snapshot.
-    pub(crate) fn status(&self) -> Status {
+    /// A status snapshot as `viewer` may see it: root (or `None`, the in-process handle) sees
+    /// everything, any other uid only its own applications and processes.
+    pub(crate) fn status(&self, viewer: Option<u32>) -> Status {
+        let visible = |uid: u32| viewer.is_none_or(|v| v == 0 || v == uid);
         let now_ns = monotonic_ns();
         let mut partitions: Vec<PartitionStatus> = self
             .partitions
@@ -523,7 +630,7 @@ impl Registry {
                     uncontrolled_pids: self
                         .tracked
                         .iter()
-                        .filter(|t| t.partition == k)
+                        .filter(|t| t.partition == k && visible(t.uid))
                         .map(|t| t.pid)
                         .collect(),
                 }
@@ -538,6 +645,7 @@ impl Registry {
         let applications = self
             .apps
             .values()
+            .filter(|a| visible(a.uid))
             .map(|a| {
                 let (target, cpus) = a.published.unwrap_or((a.pool_size, CpuSet::new()));
                 let hb = a.page.app.heartbeat.load(Ordering::Relaxed);
@@ -578,6 +686,7 @@ impl Registry {
             confinement: self.confinement.into(),
             partitions,
             applications,
+            refusals: self.refusals.clone(),
         }
     }
 }

@@ -30,8 +30,11 @@ pub struct Status {
     pub confinement: String,
     /// Partitions, `default` first.
     pub partitions: Vec<PartitionStatus>,
-    /// Registered applications.
+    /// Registered applications (a non-root caller sees only its own).
     pub applications: Vec<AppStatus>,
+    /// Connections refused since start, per error code.
+    #[serde(default)]
+    pub refusals: std::collections::BTreeMap<String, u64>,
 }
 
 /// One partition.

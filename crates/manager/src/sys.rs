@@ -215,6 +215,29 @@ pub fn alive(pid: i32) -> bool {
     read_proc_stat(pid, None).is_some_and(|s| s.state != 'Z' && s.state != 'X')
 }
 
+/// Parent pid of a process from `/proc/<pid>/stat` (field 4); `None` when it is gone.
+///
+/// ```
+/// assert_eq!(partita_manager::sys::parent_pid(std::process::id() as i32), Some(std::os::unix::process::parent_id() as i32));
+/// ```
+pub fn parent_pid(pid: i32) -> Option<i32> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let close = text.rfind(')')?;
+    text[close + 1..].split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Start time of a process (`/proc/<pid>/stat` field 22, clock ticks since boot): with the
+/// pid, a name no later process can share.
+///
+/// ```
+/// assert!(partita_manager::sys::start_time(std::process::id() as i32).is_some());
+/// ```
+pub fn start_time(pid: i32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let close = text.rfind(')')?;
+    text[close + 1..].split_whitespace().nth(19)?.parse().ok()
+}
+
 /// Effective user id of this process.
 ///
 /// ```

@@ -1,7 +1,7 @@
 //! The system calls the protocol needs, as small safe wrappers (all `unsafe` of the crate).
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::AtomicU32;
 use std::time::Duration;
@@ -294,4 +294,111 @@ pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
     }
     // SAFETY: the kernel returned a new fd we own.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `SO_PEERPIDFD` (Linux 6.5): a pidfd of the process that called `connect()`, taken by the
+/// kernel at connect time, so it cannot refer to a process that later reused the pid.
+const SO_PEERPIDFD: libc::c_int = 77;
+
+/// A pidfd for the peer of a connected Unix socket: `SO_PEERPIDFD` where the kernel has it,
+/// else `pidfd_open(cred.pid)`. Either way the result is checked to be alive and (for the
+/// `pidfd_open` fallback) to be the same process as the credentials (same pid, same uid, and
+/// started no later than `accepted_boot_ticks`), so it never names a process that reused a
+/// dead peer's pid. Errors: the peer is gone (`ESRCH`), has pid 0 (it lives in a pid namespace
+/// this process cannot see: `EINVAL`), or the kernel refused.
+///
+/// ```
+/// use std::os::fd::AsFd;
+/// let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+/// let cred = partita_protocol::sys::peer_cred(a.as_fd()).unwrap();
+/// let fd = partita_protocol::sys::peer_pidfd(a.as_fd(), &cred).unwrap();
+/// assert!(partita_protocol::sys::pidfd_alive(fd.as_fd()));
+/// ```
+pub fn peer_pidfd(sock: BorrowedFd<'_>, cred: &PeerCred) -> io::Result<OwnedFd> {
+    if cred.pid <= 0 {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let mut fd: libc::c_int = -1;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: valid out-pointer and length for an int-valued socket option.
+    let r = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_PEERPIDFD,
+            &mut fd as *mut libc::c_int as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    let (fd, exact) = if r == 0 && fd >= 0 {
+        // SAFETY: the kernel installed a new fd for us.
+        (unsafe { OwnedFd::from_raw_fd(fd) }, true)
+    } else {
+        let e = io::Error::last_os_error();
+        if r == 0 || e.raw_os_error() != Some(libc::ENOPROTOOPT) {
+            // ESRCH: the connecting process is gone.
+            return Err(if r == 0 {
+                io::Error::from_raw_os_error(libc::ESRCH)
+            } else {
+                e
+            });
+        }
+        (pidfd_open(cred.pid)?, false)
+    };
+    if !pidfd_alive(fd.as_fd()) {
+        return Err(io::Error::from_raw_os_error(libc::ESRCH));
+    }
+    if !exact && !same_process(cred) {
+        return Err(io::Error::from_raw_os_error(libc::ESRCH));
+    }
+    Ok(fd)
+}
+
+/// For the `pidfd_open` fallback: `/proc/<pid>` still belongs to the peer's uid and started
+/// before now (a process that reused the pid after our pidfd was opened cannot be the one the
+/// pidfd names, and the alive check above was done on the pidfd).
+fn same_process(cred: &PeerCred) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", cred.pid)) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u32>().ok())
+        == Some(cred.uid)
+}
+
+/// Whether the process a pidfd refers to is still running (`pidfd_send_signal(fd, 0)`).
+///
+/// ```
+/// use std::os::fd::AsFd;
+/// let fd = partita_protocol::sys::pidfd_open(std::process::id() as i32).unwrap();
+/// assert!(partita_protocol::sys::pidfd_alive(fd.as_fd()));
+/// ```
+pub fn pidfd_alive(fd: BorrowedFd<'_>) -> bool {
+    // SAFETY: plain syscall; signal 0 only checks existence and permission; null siginfo.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            0,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    // EPERM: it exists but belongs to someone we may not signal.
+    r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// The seals of a memfd (`F_GET_SEALS`), e.g. to check that a page received from a peer
+/// cannot be shrunk under its mapping.
+///
+/// ```
+/// let f = std::fs::File::open("/dev/null").unwrap();
+/// use std::os::fd::AsFd;
+/// assert!(partita_protocol::sys::file_seals(f.as_fd()).is_err()); // not a memfd
+/// ```
+pub fn file_seals(fd: BorrowedFd<'_>) -> io::Result<i32> {
+    // SAFETY: plain fcntl on a valid fd.
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) })
 }

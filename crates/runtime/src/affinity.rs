@@ -15,23 +15,38 @@ pub(crate) enum AffinityError {
     Syscall(#[from] nix::Error),
 }
 
-/// Confine the calling thread to `cpus`, or to every CPU when `None`.
-pub(crate) fn pin_current_thread(cpus: Option<&[usize]>) -> Result<(), AffinityError> {
+/// The CPUs the calling thread may run on now (`sched_getaffinity`): what `taskset`, a
+/// container or a cgroup cpuset allows. A pool reads it once when it starts and never pins a
+/// worker outside it. Every configured CPU if the call fails.
+pub(crate) fn allowed_cpus() -> Vec<usize> {
+    match nix::sched::sched_getaffinity(Pid::from_raw(0)) {
+        Ok(set) => (0..CpuSet::count())
+            .filter(|&c| set.is_set(c).unwrap_or(false))
+            .collect(),
+        Err(_) => (0..configured_cpus()).collect(),
+    }
+}
+
+/// Confine the calling thread to `cpus` ∩ `allowed`, or to `allowed` when `cpus` is `None`
+/// or the intersection is empty (a manager's set is never allowed to widen the pool beyond
+/// the mask it started with).
+pub(crate) fn pin_current_thread(
+    cpus: Option<&[usize]>,
+    allowed: &[usize],
+) -> Result<(), AffinityError> {
     let mut set = CpuSet::new();
-    match cpus {
-        Some(cpus) => {
-            for &c in cpus {
-                set.set(c).map_err(|_| AffinityError::OutOfRange(c))?;
-            }
+    let mut any = false;
+    for &c in cpus.unwrap_or(&[]) {
+        if allowed.contains(&c) {
+            set.set(c).map_err(|_| AffinityError::OutOfRange(c))?;
+            any = true;
+        } else if c >= CpuSet::count() {
+            return Err(AffinityError::OutOfRange(c));
         }
-        None => {
-            let n = std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
-                .max(configured_cpus());
-            for c in 0..n.min(CpuSet::count()) {
-                set.set(c).map_err(|_| AffinityError::OutOfRange(c))?;
-            }
+    }
+    if !any {
+        for &c in allowed {
+            set.set(c).map_err(|_| AffinityError::OutOfRange(c))?;
         }
     }
     sched_setaffinity(Pid::from_raw(0), &set)?;
@@ -55,15 +70,21 @@ mod tests {
     #[test]
     fn pin_and_unpin_current_thread() {
         std::thread::spawn(|| {
-            pin_current_thread(Some(&[0])).unwrap();
+            let all: Vec<usize> = (0..configured_cpus()).collect();
+            pin_current_thread(Some(&[0]), &all).unwrap();
             let set = nix::sched::sched_getaffinity(Pid::from_raw(0)).unwrap();
             assert!(set.is_set(0).unwrap());
             for c in 1..configured_cpus() {
                 assert!(!set.is_set(c).unwrap());
             }
-            pin_current_thread(None).unwrap();
+            pin_current_thread(None, &all).unwrap();
             let set = nix::sched::sched_getaffinity(Pid::from_raw(0)).unwrap();
             assert!(set.is_set(0).unwrap());
+            // Never beyond the allowed mask, whatever the manager says.
+            pin_current_thread(None, &[0]).unwrap();
+            assert_eq!(allowed_cpus(), vec![0]);
+            pin_current_thread(Some(&all), &[0]).unwrap();
+            assert_eq!(allowed_cpus(), vec![0]);
         })
         .join()
         .unwrap();
@@ -71,7 +92,7 @@ mod tests {
 
     #[test]
     fn out_of_range_is_an_error() {
-        let err = pin_current_thread(Some(&[1 << 20])).unwrap_err();
+        let err = pin_current_thread(Some(&[1 << 20]), &[0]).unwrap_err();
         assert!(err.to_string().contains("sched_setaffinity"));
     }
 }

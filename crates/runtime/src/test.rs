@@ -190,6 +190,46 @@ fn set_cpus_repins_workers_at_safe_points() {
 }
 
 #[test]
+fn workers_never_leave_the_mask_the_pool_started_with() {
+    if std::thread::available_parallelism().unwrap().get() < 2 {
+        return; // needs two CPUs to restrict to one
+    }
+    // As under `taskset -c 0`: the thread that builds the pool may use CPU 0 only.
+    std::thread::spawn(|| {
+        let mut one = nix::sched::CpuSet::new();
+        one.set(0).unwrap();
+        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &one).unwrap();
+        let pool = ThreadPoolBuilder::new()
+            .process_control(crate::ProcessControl::Manual)
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let reg = pool.registry.clone();
+        let affinity = || crate::affinity::allowed_cpus();
+        let settle = |want: Vec<usize>| {
+            let start = Instant::now();
+            loop {
+                let seen = pool.broadcast(|_| affinity());
+                if seen.iter().all(|a| *a == want) {
+                    return;
+                }
+                assert!(start.elapsed() < Duration::from_secs(20), "saw {seen:?}");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        };
+        // The manager offers CPU 1 only (outside the mask): stay on the allowed mask.
+        Controlled::set_cpus(&*reg, Some(vec![1]));
+        settle(vec![0]);
+        // The manager goes away: back to the allowed mask, not to every CPU.
+        Controlled::set_cpus(&*reg, Some(vec![0, 1]));
+        Controlled::set_cpus(&*reg, None);
+        settle(vec![0]);
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
 fn idle_time_is_counted() {
     let pool = ThreadPoolBuilder::new()
         .process_control(crate::ProcessControl::Manual)

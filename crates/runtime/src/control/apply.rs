@@ -29,6 +29,9 @@ pub(crate) struct Control {
     /// The allocated CPU set (`None`: no confinement); workers re-pin when `cpus_epoch` moves.
     pub(crate) cpus: Mutex<Option<Vec<usize>>>,
     pub(crate) cpus_epoch: AtomicU64,
+    /// The CPUs the pool may use at all (its starting affinity): manager sets are
+    /// intersected with it, and "no confinement" means exactly this set.
+    pub(crate) allowed: Vec<usize>,
     /// The application's own limit (`set_demand`).
     pub(crate) need: Mutex<Need>,
     /// The demand estimate and the manager's doorbell (`report.rs`).
@@ -45,6 +48,7 @@ impl Control {
             change: Mutex::new(()),
             cpus: Mutex::new(None),
             cpus_epoch: AtomicU64::new(0),
+            allowed: crate::affinity::allowed_cpus(),
             need: Mutex::new(Need::Unlimited),
             report: Reporting::default(),
         }
@@ -181,7 +185,9 @@ impl WorkerThread {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        if let Err(e) = crate::affinity::pin_current_thread(cpus.as_deref()) {
+        if let Err(e) =
+            crate::affinity::pin_current_thread(cpus.as_deref(), &self.registry.control.allowed)
+        {
             tracing::warn!(worker = self.index, error = %e, "could not re-pin worker");
         }
     }

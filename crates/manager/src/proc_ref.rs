@@ -1,0 +1,65 @@
+//! A process the manager may act on: a pid together with a pidfd that proves the pid still
+//! names the same process. Nothing in the manager sets an affinity or moves a process into a
+//! cgroup through a bare pid: a pid is reused as soon as its process is reaped, a pidfd is not.
+
+use partita_protocol::sys::{pidfd_alive, pidfd_open};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+
+/// A pid with a pidfd for it (cheap to clone).
+///
+/// ```
+/// let me = partita_manager::proc_ref::ProcRef::open(std::process::id() as i32).unwrap();
+/// assert!(me.alive());
+/// ```
+#[derive(Debug, Clone)]
+pub struct ProcRef {
+    pid: i32,
+    fd: Arc<OwnedFd>,
+}
+
+impl ProcRef {
+    /// Wrap a pidfd known to refer to `pid` (from `SO_PEERPIDFD` or a verified `pidfd_open`).
+    pub fn new(pid: i32, pidfd: OwnedFd) -> ProcRef {
+        ProcRef {
+            pid,
+            fd: Arc::new(pidfd),
+        }
+    }
+
+    /// `pidfd_open(pid)`: for a process this one started or just found as a child of a
+    /// process it holds (see [`ProcRef::open_child`]); refuses pid ≤ 0.
+    ///
+    /// ```
+    /// assert!(partita_manager::proc_ref::ProcRef::open(0).is_err());
+    /// ```
+    pub fn open(pid: i32) -> std::io::Result<ProcRef> {
+        if pid <= 0 {
+            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        Ok(ProcRef::new(pid, pidfd_open(pid)?))
+    }
+
+    /// A pidfd for `child`, verified to be a child of `self` after it was opened (its parent
+    /// is `self`, which is still alive, so the pid was not reused in between).
+    pub fn open_child(&self, child: i32) -> Option<ProcRef> {
+        let c = ProcRef::open(child).ok()?;
+        let ppid = crate::sys::parent_pid(child)?;
+        (ppid == self.pid && self.alive() && c.alive()).then_some(c)
+    }
+
+    /// The pid (valid only as long as [`ProcRef::alive`] says so).
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Whether the process still runs (not exited; a zombie counts as exited).
+    pub fn alive(&self) -> bool {
+        pidfd_alive(self.fd.as_fd()) && crate::sys::alive(self.pid)
+    }
+
+    /// The pidfd (readable when the process exits).
+    pub fn pidfd(&self) -> &OwnedFd {
+        &self.fd
+    }
+}
