@@ -17,6 +17,8 @@
 //! | [`stats`] | `partita-stats` | median and percentiles used by every measurement |
 //! | [`numa`] | `partita-numa` | topology, memory policy, page migration, the migrate/replicate policy |
 //! | [`workloads`] | `partita-workloads` | the synthetic multiprogramming workloads used by `partita demo` |
+//! | [`sim`] | `partita-sim` | `partita simulate`: the co-scheduling and allocation-policy models |
+//! | [`jobserver`] | `partita-jobserver` | `partita run --jobserver`: a make jobserver following the manager |
 //!
 //! ```
 //! // The facade exposes every member crate under a short name.
@@ -27,10 +29,12 @@
 #![warn(missing_docs)]
 
 pub use partita_demo as demo;
+pub use partita_jobserver as jobserver;
 pub use partita_manager as manager;
 pub use partita_numa as numa;
 pub use partita_protocol as protocol;
 pub use partita_queues as queues;
 pub use partita_runtime as runtime;
+pub use partita_sim as sim;
 pub use partita_stats as stats;
 pub use partita_workloads as workloads;

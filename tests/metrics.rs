@@ -143,67 +143,34 @@ fn expected(s: &Status) -> BTreeMap<String, f64> {
     m
 }
 
-#[test]
-fn scrape_matches_status_with_two_applications() {
-    let _g = serial();
-    let dir = TempDir::new("metrics");
-    let socket = dir.path("partita.sock");
-    let daemon = start(&dir, &socket);
-    let addr = bound_addr(&daemon);
-    assert!(
-        addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"),
-        "{addr}"
-    );
-    assert!(wait_until(LONG, || partita_manager::query_status(&socket).is_ok()));
-
-    // alpha alone first, so that beta's arrival takes a CPU alpha still wants (a revocation
-    // and a move) when there are two CPUs or more.
-    let alpha = probe(&socket, "alpha", 2, 2);
-    let cpus = cli_status(&socket).cpus_managed as u32;
-    assert!(
-        wait_until(LONG, || cli_status(&socket)
-            .app_by_pid(alpha.pid())
-            .is_some_and(|a| a.target == cpus.min(2))),
-        "alpha did not get its CPUs"
-    );
-    let beta = probe(&socket, "beta", 2, 2);
-    assert!(
-        wait_until(LONG, || {
-            let s = cli_status(&socket);
-            s.applications.len() == 2 && s.applications.iter().all(|a| a.target > 0)
-        }),
-        "both probes did not register: {:?}",
-        cli_status(&socket)
-    );
-
+/// A scrape, a status and a scrape again until the status agrees with both scrapes.
+fn agreeing_scrape(addr: &str, socket: &std::path::Path) -> (Scrape, Status) {
     // A status taken between two scrapes must agree with both. The runtime's demand can
     // change between two reads (it follows its pool's work), so a differing triple is read
     // again; a mapping error would never agree and fails after LONG.
     let t = Instant::now();
     let mut tries = 0;
-    let (first, status) = loop {
+    loop {
         tries += 1;
-        let first = scrape(&addr);
-        let status = cli_status(&socket);
-        let second = scrape(&addr);
+        let first = scrape(addr);
+        let status = cli_status(socket);
+        let second = scrape(addr);
         let (a, b, want) = (compared(&first), compared(&second), expected(&status));
         if a == b && a == want {
-            break (first, status);
+            println!("scrape and status agreed after {tries} tries");
+            return (first, status);
         }
         assert!(
             t.elapsed() < LONG,
             "after {tries} tries, scrape {a:?}\nstatus {want:?}\nscrape {b:?}"
         );
         std::thread::sleep(Duration::from_millis(20));
-    };
-    println!("scrape and status agreed after {tries} tries");
-    assert_eq!(status.applications.len(), 2);
-    let pids = [alpha.pid(), beta.pid()];
-    for a in &status.applications {
-        assert!(pids.contains(&a.pid), "{a:?}");
     }
+}
 
-    // The other families are there, with their labels.
+/// The other metric families are there, with their labels, and count what happened: two
+/// registrations (two reallocations), and with two CPUs or more a revocation and a move.
+fn check_families(first: &Scrape, cpus: u32) {
     let names: Vec<&str> = first.samples.iter().map(|s| s.metric.as_str()).collect();
     for name in [
         "partita_reallocations_total",
@@ -260,6 +227,49 @@ fn scrape_matches_status_with_two_applications() {
         assert!(value("partita_app_revocations_total", "alpha") >= 1.0);
         assert!(value("partita_app_cpu_moves_total", "beta") >= 1.0);
     }
+}
+
+#[test]
+fn scrape_matches_status_with_two_applications() {
+    let _g = serial();
+    let dir = TempDir::new("metrics");
+    let socket = dir.path("partita.sock");
+    let daemon = start(&dir, &socket);
+    let addr = bound_addr(&daemon);
+    assert!(
+        addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"),
+        "{addr}"
+    );
+    assert!(wait_until(LONG, || partita_manager::query_status(&socket).is_ok()));
+
+    // alpha alone first, so that beta's arrival takes a CPU alpha still wants (a revocation
+    // and a move) when there are two CPUs or more.
+    let alpha = probe(&socket, "alpha", 2, 2);
+    let cpus = cli_status(&socket).cpus_managed as u32;
+    assert!(
+        wait_until(LONG, || cli_status(&socket)
+            .app_by_pid(alpha.pid())
+            .is_some_and(|a| a.target == cpus.min(2))),
+        "alpha did not get its CPUs"
+    );
+    let beta = probe(&socket, "beta", 2, 2);
+    assert!(
+        wait_until(LONG, || {
+            let s = cli_status(&socket);
+            s.applications.len() == 2 && s.applications.iter().all(|a| a.target > 0)
+        }),
+        "both probes did not register: {:?}",
+        cli_status(&socket)
+    );
+
+    let (first, status) = agreeing_scrape(&addr, &socket);
+    assert_eq!(status.applications.len(), 2);
+    let pids = [alpha.pid(), beta.pid()];
+    for a in &status.applications {
+        assert!(pids.contains(&a.pid), "{a:?}");
+    }
+
+    check_families(&first, cpus);
 
     // A registration refused (unknown partition) is counted by reason.
     let refusals = |s: &Scrape| {

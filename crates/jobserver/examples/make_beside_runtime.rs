@@ -125,74 +125,32 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some("__jobserver") {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct Js {
-            #[command(flatten)]
-            a: partita_jobserver::JobserverRunArgs,
-        }
-        let js = Js::parse_from(
-            std::iter::once("jobserver".to_string()).chain(args[2..].iter().cloned()),
-        );
-        return match partita_jobserver::run_jobserver(&js.a) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("partita: {e}");
-                ExitCode::FAILURE
-            }
-        };
+/// The `__jobserver` re-invocation: this binary acting as `partita jobserver`.
+fn jobserver_child(args: &[String]) -> ExitCode {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Js {
+        #[command(flatten)]
+        a: partita_jobserver::JobserverRunArgs,
     }
-    let reps: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(3);
-    let iters: u64 = args
-        .get(2)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(6_000_000);
-    let tasks: u32 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(4000);
-    // `--no-confine` runs as mode `unpinned` when asked for (PJ_UNPINNED=1).
-    let mut modes = vec!["plain", "jobserver"];
-    if std::env::var_os("PJ_UNPINNED").is_some() {
-        modes.push("unpinned");
-    }
-    let dir = std::env::temp_dir().join(format!("pj-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    std::fs::write(
-        dir.join("Makefile"),
-        stamps::cpu_bound_makefile(16, &dir.join("stamps"), iters),
-    )
-    .expect("Makefile");
-    let cfg = Config {
-        cpus: "0-1".into(),
-        uncontrolled: Uncontrolled::Tracked,
-        cgroups: false,
-        ..Default::default()
-    };
-    let socket = dir.join("m.sock");
-    // SAFETY: no other thread exists yet (the manager starts on the next line).
-    unsafe { std::env::set_var("PARTITA_SOCKET", &socket) };
-    let manager = spawn_in_process(cfg, socket.clone()).expect("manager");
-    let pool = partita_runtime::ThreadPoolBuilder::new()
-        .num_threads(2)
-        .build()
-        .expect("pool");
-    let mut runs: Vec<(&str, Run)> = Vec::new();
-    for r in 0..reps {
-        // Alternate which mode goes first.
-        let mut order = modes.clone();
-        order.rotate_left(r % modes.len());
-        for mode in order {
-            let run = run_once(mode, &dir, &socket, &pool, tasks);
-            eprintln!(
-                "rep {r} {mode:9} build {:6.2} s  program {:6.2} s  both {:6.2} s",
-                run.build.as_secs_f64(),
-                run.program.as_secs_f64(),
-                run.both.as_secs_f64()
-            );
-            runs.push((mode, run));
+    let js = Js::parse_from(std::iter::once("jobserver".to_string()).chain(args.iter().cloned()));
+    match partita_jobserver::run_jobserver(&js.a) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("partita: {e}");
+            ExitCode::FAILURE
         }
     }
+}
+
+/// The medians per mode, their ratios to `plain`, and the paired per-repetition ratios.
+fn print_table(
+    runs: &[(&'static str, Run)],
+    modes: &[&'static str],
+    iters: u64,
+    tasks: u32,
+    reps: usize,
+) {
     let med = |mode: &str, f: fn(&Run) -> Duration| {
         median(
             runs.iter()
@@ -251,6 +209,62 @@ fn main() -> ExitCode {
             paired[paired.len() / 2]
         );
     }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("__jobserver") {
+        return jobserver_child(&args[2..]);
+    }
+    let reps: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(3);
+    let iters: u64 = args
+        .get(2)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(6_000_000);
+    let tasks: u32 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(4000);
+    // `--no-confine` runs as mode `unpinned` when asked for (PJ_UNPINNED=1).
+    let mut modes = vec!["plain", "jobserver"];
+    if std::env::var_os("PJ_UNPINNED").is_some() {
+        modes.push("unpinned");
+    }
+    let dir = std::env::temp_dir().join(format!("pj-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    std::fs::write(
+        dir.join("Makefile"),
+        stamps::cpu_bound_makefile(16, &dir.join("stamps"), iters),
+    )
+    .expect("Makefile");
+    let cfg = Config {
+        cpus: "0-1".into(),
+        uncontrolled: Uncontrolled::Tracked,
+        cgroups: false,
+        ..Default::default()
+    };
+    let socket = dir.join("m.sock");
+    // SAFETY: no other thread exists yet (the manager starts on the next line).
+    unsafe { std::env::set_var("PARTITA_SOCKET", &socket) };
+    let manager = spawn_in_process(cfg, socket.clone()).expect("manager");
+    let pool = partita_runtime::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .expect("pool");
+    let mut runs: Vec<(&str, Run)> = Vec::new();
+    for r in 0..reps {
+        // Alternate which mode goes first.
+        let mut order = modes.clone();
+        order.rotate_left(r % modes.len());
+        for mode in order {
+            let run = run_once(mode, &dir, &socket, &pool, tasks);
+            eprintln!(
+                "rep {r} {mode:9} build {:6.2} s  program {:6.2} s  both {:6.2} s",
+                run.build.as_secs_f64(),
+                run.program.as_secs_f64(),
+                run.both.as_secs_f64()
+            );
+            runs.push((mode, run));
+        }
+    }
+    print_table(&runs, &modes, iters, tasks, reps);
     drop(pool);
     let _ = manager.shutdown();
     let _ = std::fs::remove_dir_all(&dir);

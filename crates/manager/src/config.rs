@@ -401,6 +401,15 @@ pub enum ConfigError {
     },
 }
 
+/// A [`ConfigError::Invalid`] naming the key, the value and the rule it breaks.
+fn bad(key: &str, value: impl fmt::Display, reason: &'static str) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.to_string(),
+        value: value.to_string(),
+        reason,
+    }
+}
+
 impl Config {
     /// Parse and validate TOML.
     ///
@@ -433,13 +442,6 @@ impl Config {
     /// assert!(partita_manager::Config::default().validate().is_ok());
     /// ```
     pub fn validate(&self) -> Result<(), ConfigError> {
-        fn bad(key: &str, value: impl fmt::Display, reason: &'static str) -> ConfigError {
-            ConfigError::Invalid {
-                key: key.to_string(),
-                value: value.to_string(),
-                reason,
-            }
-        }
         if self.max_applications == 0 {
             return Err(bad("max_applications", 0, "must be at least 1"));
         }
@@ -499,6 +501,11 @@ impl Config {
         if !self.cpus.is_empty() && self.cpus.parse::<partita_protocol::CpuSet>().is_err() {
             return Err(bad("cpus", format!("{:?}", self.cpus), "not a CPU list"));
         }
+        self.validate_partitions()
+    }
+
+    /// Check the `[[partition]]` tables: names 1 to 64 bytes and unique, a share or CPU count.
+    fn validate_partitions(&self) -> Result<(), ConfigError> {
         let mut seen = std::collections::HashSet::new();
         for (i, p) in self.partitions.iter().enumerate() {
             let key = |k: &str| format!("partition[{i}].{k}");

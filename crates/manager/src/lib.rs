@@ -13,7 +13,12 @@
 //! - [`enforce`]: affinity and cpuset cgroups;
 //! - [`status`]: what `partita status` shows;
 //! - [`metrics`], [`telemetry`]: `/metrics` for Prometheus (`serve --metrics ADDR`);
+//! - [`sys`]: the system calls and `/proc` readers, typed and safe (all the crate's `unsafe`);
 //! - [`spawn_in_process`] / [`serve`]: the daemon, on its own thread or in the foreground.
+//!
+//! Inside the daemon (private): `daemon` (the tokio tasks), `registry` (the state behind the
+//! lock), `realloc` (reallocation as plan, then apply) and `quantum` (the bandwidth policy's
+//! per-quantum plumbing).
 //!
 //! ```no_run
 //! // A manager on a private socket, inside this process.

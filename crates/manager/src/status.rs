@@ -172,6 +172,14 @@ impl Status {
             self.cpus_managed, cpus, self.control, self.confinement, self.reallocations, self.last_moves
         );
         let _ = writeln!(s);
+        self.partitions_table(&mut s);
+        let _ = writeln!(s);
+        self.applications_table(&mut s);
+        s
+    }
+
+    /// The partition rows of [`Status::to_table`], with each one's bandwidth line.
+    fn partitions_table(&self, s: &mut String) {
         let _ = writeln!(
             s,
             "{:<16} {:>5} {:>11} {:>6} {:>10} {:>4} {:>8} {:>7} {:<14} UNCONTROLLED",
@@ -223,7 +231,10 @@ impl Status {
                 );
             }
         }
-        let _ = writeln!(s);
+    }
+
+    /// The application rows of [`Status::to_table`].
+    fn applications_table(&self, s: &mut String) {
         let _ = writeln!(
             s,
             "{:>7} {:<16} {:<12} {:>4} {:>6} {:>6} {:>6} {:<12} {:<6} {:<14} COUNTERS",
@@ -264,6 +275,5 @@ impl Status {
                 }
             );
         }
-        s
     }
 }

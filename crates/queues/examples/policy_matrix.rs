@@ -347,67 +347,8 @@ fn run_once<S: Structure>(s: &S, prm: &Params) -> RunResult {
         let producers: Vec<_> = (0..prm.producers)
             .map(|id| {
                 let (completions, start_flag) = (&completions, &start_flag);
-                scope.spawn(move || {
-                    let mut me = s.producer(id);
-                    while !start_flag.load(Ordering::Acquire) {
-                        std::hint::spin_loop();
-                    }
-                    let fast = prm.arrival == Arrival::Nonuniform && id % prm.consumers == 0;
-                    let t0 = Instant::now();
-                    let mut known_done = 0u64;
-                    let gap = match prm.arrival {
-                        Arrival::Uniform => prm.gap_ns,
-                        Arrival::Nonuniform if fast => prm.fast_gap_ns,
-                        Arrival::Nonuniform => prm.gap_ns,
-                        Arrival::Closed => 0.0,
-                    };
-                    for k in 0..per_producer {
-                        if let Some(w) = prm.window {
-                            while k - known_done >= w {
-                                known_done = completions.done_for(id);
-                                if k - known_done >= w {
-                                    std::thread::yield_now();
-                                }
-                            }
-                        }
-                        if prm.window.is_none() && gap > 0.0 {
-                            // Open-loop arrivals on a schedule: the k-th post is due at
-                            // k * gap. Wait by sleeping/yielding, never by spinning, so the
-                            // producers leave the CPUs to the consumers (there are more
-                            // threads than CPUs here).
-                            let due = t0 + Duration::from_nanos((k as f64 * gap) as u64);
-                            loop {
-                                let now = Instant::now();
-                                if now >= due {
-                                    break;
-                                }
-                                if due - now > Duration::from_micros(200) {
-                                    std::thread::sleep(due - now - Duration::from_micros(100));
-                                } else {
-                                    std::thread::yield_now();
-                                }
-                            }
-                        }
-                        let posted_ns = if timestamps { now_ns() } else { 0 };
-                        s.post(
-                            &mut me,
-                            Task {
-                                posted_ns,
-                                producer: id as u32,
-                            },
-                        );
-                        match prm.arrival {
-                            _ if prm.window.is_some() => {}
-                            Arrival::Closed => {
-                                while completions.done_for(id) <= k {
-                                    std::thread::yield_now();
-                                }
-                            }
-                            Arrival::Uniform | Arrival::Nonuniform => {}
-                        }
-                    }
-                    (t0.elapsed(), S::producer_overflow(&me))
-                })
+                scope
+                    .spawn(move || produce(s, prm, id, per_producer, completions, start_flag, base))
             })
             .collect();
         let start = Instant::now();
@@ -443,6 +384,80 @@ fn run_once<S: Structure>(s: &S, prm: &Params) -> RunResult {
             empty,
         }
     })
+}
+
+/// One producer of [`run_once`]: waits for the start, then posts its tasks on the arrival
+/// schedule (or within its window) and returns its posting time and overflow count.
+fn produce<S: Structure>(
+    s: &S,
+    prm: &Params,
+    id: usize,
+    per_producer: u64,
+    completions: &Completions,
+    start_flag: &AtomicBool,
+    base: Instant,
+) -> (Duration, u64) {
+    let now_ns = || base.elapsed().as_nanos() as u64;
+    let timestamps = prm.window.is_none();
+    let mut me = s.producer(id);
+    while !start_flag.load(Ordering::Acquire) {
+        std::hint::spin_loop();
+    }
+    let fast = prm.arrival == Arrival::Nonuniform && id % prm.consumers == 0;
+    let t0 = Instant::now();
+    let mut known_done = 0u64;
+    let gap = match prm.arrival {
+        Arrival::Uniform => prm.gap_ns,
+        Arrival::Nonuniform if fast => prm.fast_gap_ns,
+        Arrival::Nonuniform => prm.gap_ns,
+        Arrival::Closed => 0.0,
+    };
+    for k in 0..per_producer {
+        if let Some(w) = prm.window {
+            while k - known_done >= w {
+                known_done = completions.done_for(id);
+                if k - known_done >= w {
+                    std::thread::yield_now();
+                }
+            }
+        }
+        if prm.window.is_none() && gap > 0.0 {
+            // Open-loop arrivals on a schedule: the k-th post is due at
+            // k * gap. Wait by sleeping/yielding, never by spinning, so the
+            // producers leave the CPUs to the consumers (there are more
+            // threads than CPUs here).
+            let due = t0 + Duration::from_nanos((k as f64 * gap) as u64);
+            loop {
+                let now = Instant::now();
+                if now >= due {
+                    break;
+                }
+                if due - now > Duration::from_micros(200) {
+                    std::thread::sleep(due - now - Duration::from_micros(100));
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+        }
+        let posted_ns = if timestamps { now_ns() } else { 0 };
+        s.post(
+            &mut me,
+            Task {
+                posted_ns,
+                producer: id as u32,
+            },
+        );
+        match prm.arrival {
+            _ if prm.window.is_some() => {}
+            Arrival::Closed => {
+                while completions.done_for(id) <= k {
+                    std::thread::yield_now();
+                }
+            }
+            Arrival::Uniform | Arrival::Nonuniform => {}
+        }
+    }
+    (t0.elapsed(), S::producer_overflow(&me))
 }
 
 /// The median (partita-stats', the one every table uses) of owned samples.
@@ -723,184 +738,202 @@ fn main() {
             let prm = params(&args, op_ns, spinner, args.service, args.arrival);
             table(&matrix_rows(), &args, &prm);
         }
-        Experiment::E1 => {
-            for arrival in [Arrival::Closed, Arrival::Uniform, Arrival::Nonuniform] {
-                println!(
-                    "## E1 global vs distributed: arrival {arrival:?}, service {}×",
-                    args.service
-                );
-                println!();
-                let prm = params(&args, op_ns, spinner, args.service, arrival);
-                let mut rows = vec![
-                    seq_prand,
-                    Row::Pair(
-                        DequeuePolicy::Sequential,
-                        EnqueuePolicy::PrimaryRandom,
-                        LockMode::Paper,
-                        true,
-                    ),
-                ];
-                rows.extend(baseline_rows());
-                table(&rows, &args, &prm);
-            }
-        }
-        Experiment::E2 => {
-            println!(
-                "## E2 Static:Static under non-uniform load (paper: 40/30/30 with 3 consumers, the worst delay), service {}×",
-                args.service
-            );
-            println!();
-            let prm = params(&args, op_ns, spinner, args.service, Arrival::Nonuniform);
-            let rows: Vec<Row> = [
-                (DequeuePolicy::Static, EnqueuePolicy::Static),
-                (DequeuePolicy::Static, EnqueuePolicy::Random),
-                (DequeuePolicy::Sequential, EnqueuePolicy::Static),
-                (DequeuePolicy::Sequential, EnqueuePolicy::PrimaryRandom),
-                (DequeuePolicy::PrimaryFixed, EnqueuePolicy::PrimaryFixed),
-            ]
-            .into_iter()
-            .map(|(d, e)| Row::Pair(d, e, LockMode::Atomic, true))
-            .collect();
-            table(&rows, &args, &prm);
-        }
-        Experiment::E4 => {
-            for mult in [0.0, 1.0, 2.0, 5.0, 20.0] {
-                println!("## E4 service {mult}× op cost, arrival {:?}", args.arrival);
-                println!();
-                let prm = params(&args, op_ns, spinner, mult, args.arrival);
-                let rows = vec![
-                    seq_prand,
-                    Row::Pair(
-                        DequeuePolicy::DistributedFcfs,
-                        EnqueuePolicy::RandomFcfs,
-                        LockMode::Atomic,
-                        true,
-                    ),
-                    Row::Pair(
-                        DequeuePolicy::DistributedFcfs,
-                        EnqueuePolicy::StaticFcfs,
-                        LockMode::Atomic,
-                        true,
-                    ),
-                    Row::Injector,
-                    Row::SegQueue,
-                ];
-                table(&rows, &args, &prm);
-            }
-        }
-        Experiment::E7 => {
-            println!(
-                "## E7 bidirectional vs one-way scan: service {}×, arrival {:?}",
-                args.service, args.arrival
-            );
-            println!();
-            let prm = params(&args, op_ns, spinner, args.service, args.arrival);
-            let mut rows = Vec::new();
-            for (d, e) in [
-                (DequeuePolicy::Sequential, EnqueuePolicy::PrimaryRandom),
-                (
-                    DequeuePolicy::PrimarySequential,
-                    EnqueuePolicy::PrimaryRandom,
-                ),
-                (DequeuePolicy::PrimaryFixed, EnqueuePolicy::Static),
-                (DequeuePolicy::PrimaryRandom, EnqueuePolicy::PrimaryFixed),
-            ] {
-                for mode in [LockMode::Atomic, LockMode::Paper] {
-                    rows.push(Row::Pair(d, e, mode, true));
-                    rows.push(Row::Pair(d, e, mode, false));
-                }
-            }
-            table(&rows, &args, &prm);
-        }
-        Experiment::E9 => {
-            println!(
-                "## E9 Random vs Primary/Random dequeue (xorshift RNG): service {}×, arrival {:?}",
-                args.service, args.arrival
-            );
-            println!();
-            let prm = params(&args, op_ns, spinner, args.service, args.arrival);
-            let mut rows = Vec::new();
-            for e in [
-                EnqueuePolicy::Random,
+        Experiment::E1 => experiment_e1(&args, op_ns, spinner, seq_prand),
+        Experiment::E2 => experiment_e2(&args, op_ns, spinner),
+        Experiment::E4 => experiment_e4(&args, op_ns, spinner, seq_prand),
+        Experiment::E7 => experiment_e7(&args, op_ns, spinner),
+        Experiment::E9 => experiment_e9(&args, op_ns, spinner),
+        Experiment::Throughput => experiment_throughput(&args, op_ns, spinner, seq_prand),
+    }
+}
+
+/// E1: the global queue against distributed ones, under each arrival process.
+fn experiment_e1(args: &Args, op_ns: f64, spinner: Spinner, seq_prand: Row) {
+    for arrival in [Arrival::Closed, Arrival::Uniform, Arrival::Nonuniform] {
+        println!(
+            "## E1 global vs distributed: arrival {arrival:?}, service {}×",
+            args.service
+        );
+        println!();
+        let prm = params(args, op_ns, spinner, args.service, arrival);
+        let mut rows = vec![
+            seq_prand,
+            Row::Pair(
+                DequeuePolicy::Sequential,
                 EnqueuePolicy::PrimaryRandom,
-                EnqueuePolicy::Sequential,
-            ] {
-                rows.push(Row::Pair(DequeuePolicy::Random, e, LockMode::Atomic, true));
-                rows.push(Row::Pair(
-                    DequeuePolicy::PrimaryRandom,
-                    e,
-                    LockMode::Atomic,
-                    true,
-                ));
-            }
-            table(&rows, &args, &prm);
-        }
-        Experiment::Throughput => {
-            println!(
-                "## Task throughput: producers post as fast as a window of {} outstanding tasks each allows; service {}×",
-                args.window, args.service
-            );
-            println!();
-            let mut prm = params(&args, op_ns, spinner, args.service, Arrival::Closed);
-            prm.window = Some(args.window);
-            // Static:Static is the structure with no policy search (valid for any N); the
-            // paper's recommended Sequential:Primary/Random needs N >= 2.
-            let stat = |mode| Row::Pair(DequeuePolicy::Static, EnqueuePolicy::Static, mode, true);
-            let mut rows = vec![("multi-access Atomic", stat(LockMode::Atomic))];
-            if args.consumers >= 2 {
-                rows.push(("multi-access Atomic", seq_prand));
-            }
-            rows.extend([
-                ("multi-access Paper", stat(LockMode::Paper)),
-                (
-                    "DistributedFifo",
-                    Row::Pair(
-                        DequeuePolicy::DistributedFcfs,
-                        EnqueuePolicy::StaticFcfs,
-                        LockMode::Atomic,
-                        true,
-                    ),
-                ),
-                (
-                    "GlobalFifo",
-                    Row::Pair(
-                        DequeuePolicy::Global,
-                        EnqueuePolicy::Global,
-                        LockMode::Atomic,
-                        true,
-                    ),
-                ),
-                ("crossbeam Injector", Row::Injector),
-                ("crossbeam SegQueue", Row::SegQueue),
-            ]);
-            let plain: Vec<Row> = rows.iter().map(|&(_, row)| row).collect();
-            let measured = measure(&plain, &args, &prm);
-            let results: Vec<(&str, Row, RunResult)> = rows
-                .into_iter()
-                .zip(measured)
-                .map(|((name, row), r)| (name, row, r))
-                .collect();
-            let rate_of = |name: &str| {
-                results
-                    .iter()
-                    .find(|(n, _, _)| *n == name)
-                    .map_or(f64::NAN, |(_, _, r)| r.served_per_ms)
-            };
-            let (global, injector) = (rate_of("GlobalFifo"), rate_of("crossbeam Injector"));
-            header(true);
-            for (name, row, r) in &results {
-                let (d, e) = row.labels();
-                println!(
-                    "| {name} | {d} : {e} | {:.0} | {:.2}× | {:.2}× | {} | {} | {} |",
-                    r.served_per_ms,
-                    r.served_per_ms / global,
-                    r.served_per_ms / injector,
-                    r.lost,
-                    r.overflow,
-                    r.empty
-                );
-            }
-            println!();
+                LockMode::Paper,
+                true,
+            ),
+        ];
+        rows.extend(baseline_rows());
+        table(&rows, args, &prm);
+    }
+}
+
+/// E2: Static:Static against the alternatives under non-uniform load.
+fn experiment_e2(args: &Args, op_ns: f64, spinner: Spinner) {
+    println!(
+        "## E2 Static:Static under non-uniform load (paper: 40/30/30 with 3 consumers, the worst delay), service {}×",
+        args.service
+    );
+    println!();
+    let prm = params(args, op_ns, spinner, args.service, Arrival::Nonuniform);
+    let rows: Vec<Row> = [
+        (DequeuePolicy::Static, EnqueuePolicy::Static),
+        (DequeuePolicy::Static, EnqueuePolicy::Random),
+        (DequeuePolicy::Sequential, EnqueuePolicy::Static),
+        (DequeuePolicy::Sequential, EnqueuePolicy::PrimaryRandom),
+        (DequeuePolicy::PrimaryFixed, EnqueuePolicy::PrimaryFixed),
+    ]
+    .into_iter()
+    .map(|(d, e)| Row::Pair(d, e, LockMode::Atomic, true))
+    .collect();
+    table(&rows, args, &prm);
+}
+
+/// E4: the policies as the service time grows relative to a queue operation.
+fn experiment_e4(args: &Args, op_ns: f64, spinner: Spinner, seq_prand: Row) {
+    for mult in [0.0, 1.0, 2.0, 5.0, 20.0] {
+        println!("## E4 service {mult}× op cost, arrival {:?}", args.arrival);
+        println!();
+        let prm = params(args, op_ns, spinner, mult, args.arrival);
+        let rows = vec![
+            seq_prand,
+            Row::Pair(
+                DequeuePolicy::DistributedFcfs,
+                EnqueuePolicy::RandomFcfs,
+                LockMode::Atomic,
+                true,
+            ),
+            Row::Pair(
+                DequeuePolicy::DistributedFcfs,
+                EnqueuePolicy::StaticFcfs,
+                LockMode::Atomic,
+                true,
+            ),
+            Row::Injector,
+            Row::SegQueue,
+        ];
+        table(&rows, args, &prm);
+    }
+}
+
+/// E7: bidirectional against one-way scanning, per lock mode.
+fn experiment_e7(args: &Args, op_ns: f64, spinner: Spinner) {
+    println!(
+        "## E7 bidirectional vs one-way scan: service {}×, arrival {:?}",
+        args.service, args.arrival
+    );
+    println!();
+    let prm = params(args, op_ns, spinner, args.service, args.arrival);
+    let mut rows = Vec::new();
+    for (d, e) in [
+        (DequeuePolicy::Sequential, EnqueuePolicy::PrimaryRandom),
+        (
+            DequeuePolicy::PrimarySequential,
+            EnqueuePolicy::PrimaryRandom,
+        ),
+        (DequeuePolicy::PrimaryFixed, EnqueuePolicy::Static),
+        (DequeuePolicy::PrimaryRandom, EnqueuePolicy::PrimaryFixed),
+    ] {
+        for mode in [LockMode::Atomic, LockMode::Paper] {
+            rows.push(Row::Pair(d, e, mode, true));
+            rows.push(Row::Pair(d, e, mode, false));
         }
     }
+    table(&rows, args, &prm);
+}
+
+/// E9: Random and Primary/Random dequeue with each enqueue policy.
+fn experiment_e9(args: &Args, op_ns: f64, spinner: Spinner) {
+    println!(
+        "## E9 Random vs Primary/Random dequeue (xorshift RNG): service {}×, arrival {:?}",
+        args.service, args.arrival
+    );
+    println!();
+    let prm = params(args, op_ns, spinner, args.service, args.arrival);
+    let mut rows = Vec::new();
+    for e in [
+        EnqueuePolicy::Random,
+        EnqueuePolicy::PrimaryRandom,
+        EnqueuePolicy::Sequential,
+    ] {
+        rows.push(Row::Pair(DequeuePolicy::Random, e, LockMode::Atomic, true));
+        rows.push(Row::Pair(
+            DequeuePolicy::PrimaryRandom,
+            e,
+            LockMode::Atomic,
+            true,
+        ));
+    }
+    table(&rows, args, &prm);
+}
+
+/// Task throughput against the global FIFO and crossbeam's queues, as ratios.
+fn experiment_throughput(args: &Args, op_ns: f64, spinner: Spinner, seq_prand: Row) {
+    println!(
+        "## Task throughput: producers post as fast as a window of {} outstanding tasks each allows; service {}×",
+        args.window, args.service
+    );
+    println!();
+    let mut prm = params(args, op_ns, spinner, args.service, Arrival::Closed);
+    prm.window = Some(args.window);
+    // Static:Static is the structure with no policy search (valid for any N); the
+    // paper's recommended Sequential:Primary/Random needs N >= 2.
+    let stat = |mode| Row::Pair(DequeuePolicy::Static, EnqueuePolicy::Static, mode, true);
+    let mut rows = vec![("multi-access Atomic", stat(LockMode::Atomic))];
+    if args.consumers >= 2 {
+        rows.push(("multi-access Atomic", seq_prand));
+    }
+    rows.extend([
+        ("multi-access Paper", stat(LockMode::Paper)),
+        (
+            "DistributedFifo",
+            Row::Pair(
+                DequeuePolicy::DistributedFcfs,
+                EnqueuePolicy::StaticFcfs,
+                LockMode::Atomic,
+                true,
+            ),
+        ),
+        (
+            "GlobalFifo",
+            Row::Pair(
+                DequeuePolicy::Global,
+                EnqueuePolicy::Global,
+                LockMode::Atomic,
+                true,
+            ),
+        ),
+        ("crossbeam Injector", Row::Injector),
+        ("crossbeam SegQueue", Row::SegQueue),
+    ]);
+    let plain: Vec<Row> = rows.iter().map(|&(_, row)| row).collect();
+    let measured = measure(&plain, args, &prm);
+    let results: Vec<(&str, Row, RunResult)> = rows
+        .into_iter()
+        .zip(measured)
+        .map(|((name, row), r)| (name, row, r))
+        .collect();
+    let rate_of = |name: &str| {
+        results
+            .iter()
+            .find(|(n, _, _)| *n == name)
+            .map_or(f64::NAN, |(_, _, r)| r.served_per_ms)
+    };
+    let (global, injector) = (rate_of("GlobalFifo"), rate_of("crossbeam Injector"));
+    header(true);
+    for (name, row, r) in &results {
+        let (d, e) = row.labels();
+        println!(
+            "| {name} | {d} : {e} | {:.0} | {:.2}× | {:.2}× | {} | {} | {} |",
+            r.served_per_ms,
+            r.served_per_ms / global,
+            r.served_per_ms / injector,
+            r.lost,
+            r.overflow,
+            r.empty
+        );
+    }
+    println!();
 }

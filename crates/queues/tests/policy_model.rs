@@ -39,6 +39,9 @@ impl ModelQueue {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
+    // One piece (over 80 lines) on purpose: the model and the queue advance in lockstep, and
+    // every invariant reads the snapshot taken just before the poll (lengths, ring index,
+    // cursors, stats); split up, each part would take that whole snapshot as arguments.
     /// Invariants 4, 5, 6, 7, 12 (and 1 for direct posts): each poll of each multi-access
     /// dequeue policy, checked against a model of the queue contents and cursors.
     #[test]

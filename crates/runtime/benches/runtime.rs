@@ -150,6 +150,55 @@ fn benches(c: &mut Criterion) {
     });
     g.finish();
 
+    sort_benches(c, &p, &r);
+
+    let mut g = c.benchmark_group("join_tree_2^12");
+    g.sample_size(20);
+    g.bench_function("partita", |b| {
+        b.iter(|| p.install(|| partita_algo::join_tree(12)))
+    });
+    g.bench_function("rayon-core", |b| {
+        b.iter(|| r.install(|| rayon_algo::join_tree(12)))
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("spawn_1e5_in_scope");
+    g.sample_size(10);
+    g.bench_function("partita", |b| {
+        b.iter(|| p.install(|| partita_algo::tiny_spawns(100_000)))
+    });
+    g.bench_function("rayon-core", |b| {
+        b.iter(|| r.install(|| rayon_algo::tiny_spawns(100_000)))
+    });
+    g.finish();
+
+    // rayon's tick_bench shape: many short parallel regions entered from outside the pool.
+    let mut g = c.benchmark_group("regions_1000");
+    g.sample_size(10);
+    g.bench_function("partita", |b| {
+        b.iter(|| (0..1000).fold(0, |a, _| a ^ p.install(partita_algo::region)))
+    });
+    g.bench_function("rayon-core", |b| {
+        b.iter(|| (0..1000).fold(0, |a, _| a ^ r.install(rayon_algo::region)))
+    });
+    g.finish();
+
+    policy_benches(c);
+
+    // Reaction time as a criterion group too (mean of a full 2→1→2 round trip).
+    let mut g = c.benchmark_group("set_target_2_1_2");
+    g.sample_size(20);
+    g.bench_function(BenchmarkId::new("partita", "round_trip"), |b| {
+        b.iter(|| {
+            let (to1, to2) = reaction_round_trip(&p);
+            black_box((to1, to2))
+        })
+    });
+    g.finish();
+}
+
+/// Quicksort and mergesort of 10^6 random numbers on both pools.
+fn sort_benches(c: &mut Criterion, p: &partita_runtime::ThreadPool, r: &rayon_core::ThreadPool) {
     let data = random_u32(1_000_000);
     let mut g = c.benchmark_group("quicksort_1e6");
     g.sample_size(10);
@@ -186,40 +235,11 @@ fn benches(c: &mut Criterion) {
         )
     });
     g.finish();
+}
 
-    let mut g = c.benchmark_group("join_tree_2^12");
-    g.sample_size(20);
-    g.bench_function("partita", |b| {
-        b.iter(|| p.install(|| partita_algo::join_tree(12)))
-    });
-    g.bench_function("rayon-core", |b| {
-        b.iter(|| r.install(|| rayon_algo::join_tree(12)))
-    });
-    g.finish();
-
-    let mut g = c.benchmark_group("spawn_1e5_in_scope");
-    g.sample_size(10);
-    g.bench_function("partita", |b| {
-        b.iter(|| p.install(|| partita_algo::tiny_spawns(100_000)))
-    });
-    g.bench_function("rayon-core", |b| {
-        b.iter(|| r.install(|| rayon_algo::tiny_spawns(100_000)))
-    });
-    g.finish();
-
-    // rayon's tick_bench shape: many short parallel regions entered from outside the pool.
-    let mut g = c.benchmark_group("regions_1000");
-    g.sample_size(10);
-    g.bench_function("partita", |b| {
-        b.iter(|| (0..1000).fold(0, |a, _| a ^ p.install(partita_algo::region)))
-    });
-    g.bench_function("rayon-core", |b| {
-        b.iter(|| (0..1000).fold(0, |a, _| a ^ r.install(rayon_algo::region)))
-    });
-    g.finish();
-
-    // Which ready-queue policy pair carries injected work best: the same regions workload,
-    // plus 10^4 spawns posted from outside the pool, for a few compatible pairs.
+/// Which ready-queue policy pair carries injected work best: the same regions workload,
+/// plus 10^4 spawns posted from outside the pool, for a few compatible pairs.
+fn policy_benches(c: &mut Criterion) {
     use partita_runtime::{DequeuePolicy as D, EnqueuePolicy as E};
     let pairs = [
         (E::Sequential, D::Sequential),
@@ -257,17 +277,6 @@ fn benches(c: &mut Criterion) {
             })
         });
     }
-    g.finish();
-
-    // Reaction time as a criterion group too (mean of a full 2→1→2 round trip).
-    let mut g = c.benchmark_group("set_target_2_1_2");
-    g.sample_size(20);
-    g.bench_function(BenchmarkId::new("partita", "round_trip"), |b| {
-        b.iter(|| {
-            let (to1, to2) = reaction_round_trip(&p);
-            black_box((to1, to2))
-        })
-    });
     g.finish();
 }
 

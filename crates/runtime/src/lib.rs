@@ -69,6 +69,9 @@
 //!   correctness argument and its loom models are in `src/sleep/README.md`**;
 //! - `ready` (the partita-queues ready-queue set), `job` / `latch` (units of work and their
 //!   completion signals), `client` (the manager seam), `affinity` (re-pinning syscall).
+//! - `numa` (pool memory that follows the pool's CPUs), `traffic` (self-reported memory
+//!   traffic), `stats` (`ThreadPool::stats`), `config` (rayon-core's deprecated API), `sync`
+//!   (std or loom primitives).
 //!
 //! The sleep protocol is model-checked with loom (`sleep::tests::loom_*`:
 //! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p partita-runtime --lib

@@ -157,6 +157,7 @@ fn write_svg(dir: &Option<PathBuf>, name: &str, svg: String) -> Result<(), SimEr
     std::fs::write(&path, svg).map_err(io(path.clone()))
 }
 
+/// Fig. 1 (bus rate and slowdown per application) and Fig. 2, as text and SVG.
 fn bandwidth(args: &SimulateArgs, r: &mut SimReport) -> Result<(), SimError> {
     let t = &mut r.text;
     let _ = writeln!(
@@ -195,6 +196,16 @@ fn bandwidth(args: &SimulateArgs, r: &mut SimReport) -> Result<(), SimError> {
             "x",
         ),
     )?;
+    bandwidth_fig2(args, r, &labels)
+}
+
+/// Fig. 2: each workload set's improvement of mean turnaround over time-sharing.
+fn bandwidth_fig2(
+    args: &SimulateArgs,
+    r: &mut SimReport,
+    labels: &[String],
+) -> Result<(), SimError> {
+    let t = &mut r.text;
     let mut all = Vec::new();
     for set in WorkloadSet::ALL {
         let f = fig2(set, args.seeds, args.work_s);
@@ -217,7 +228,7 @@ fn bandwidth(args: &SimulateArgs, r: &mut SimReport) -> Result<(), SimError> {
                     "Fig. 2 set {} (model): improvement over time-sharing",
                     set.label()
                 ),
-                &labels,
+                labels,
                 &[
                     (
                         "Latest Quantum".into(),

@@ -337,26 +337,7 @@ fn scenario(c: &mut Checks) -> Result<(), String> {
         std::thread::sleep(Duration::from_millis(2));
     }
     let ms = t0.elapsed().as_millis();
-    // The follower logs its line after verifying where the pages are: allow it that moment.
-    let mut line = a.ask("report");
-    while !line.starts_with("follow ") && t0.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(10));
-        line = a.ask("report");
-    }
-    println!("PARTITA-NUMA INFO {}", line.trim_start_matches("follow "));
-    // The app's own view: from its worker first running on node 1 (or the manager's move,
-    // if earlier) to that worker finding its memory there (CLOCK_MONOTONIC across the guest);
-    // the observer's view above is slower, its polling shares the two busy vCPUs.
-    let nums: Vec<u64> = line
-        .split(|ch: char| !ch.is_ascii_digit())
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    let lag_ms = match nums.as_slice() {
-        [.., cpu_at, mem_at] if *cpu_at > 0 && *mem_at >= *cpu_at => {
-            Some((mem_at - (*cpu_at).min(t0_mono)) / 1_000_000)
-        }
-        _ => None,
-    };
+    let (line, lag_ms) = follower_report(&mut a, t0, t0_mono);
     println!("PARTITA-NUMA INFO follow_lag_ms app_view {lag_ms:?} observer_view {ms}");
     c.check(
         "follow_cpus",
@@ -382,6 +363,31 @@ fn scenario(c: &mut Checks) -> Result<(), String> {
     m.shutdown().map_err(|e| e.to_string())
 }
 
+/// A's `numa-follow:` line, asked for until it is there, and the lag it reports from its worker
+/// running on node 1 to that worker finding its memory there.
+fn follower_report(a: &mut App, t0: Instant, t0_mono: u64) -> (String, Option<u64>) {
+    // The follower logs its line after verifying where the pages are: allow it that moment.
+    let mut line = a.ask("report");
+    while !line.starts_with("follow ") && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+        line = a.ask("report");
+    }
+    println!("PARTITA-NUMA INFO {}", line.trim_start_matches("follow "));
+    // The app's own view: from its worker first running on node 1 (or the manager's move,
+    // if earlier) to that worker finding its memory there (CLOCK_MONOTONIC across the guest);
+    // the observer's view above is slower, its polling shares the two busy vCPUs.
+    let nums: Vec<u64> = line
+        .split(|ch: char| !ch.is_ascii_digit())
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let lag_ms = match nums.as_slice() {
+        [.., cpu_at, mem_at] if *cpu_at > 0 && *mem_at >= *cpu_at => {
+            Some((mem_at - (*cpu_at).min(t0_mono)) / 1_000_000)
+        }
+        _ => None,
+    };
+    (line, lag_ms)
+}
 // ------------------------------------------------------------------------------------------
 // Verghese's policy at run time (the opt-in sampler), no manager needed.
 
