@@ -194,27 +194,7 @@ pub(crate) async fn run(
     };
     shared.ring();
     let mut tasks = tokio::task::JoinSet::new();
-    let mut background = tokio::task::JoinSet::new();
-    // The bandwidth policy's quantum tick, when a partition uses it.
-    if let Some(ms) = shared.lock().bandwidth_period_ms() {
-        let shared = shared.clone();
-        let period = Duration::from_millis(ms);
-        background.spawn(supervise("bandwidth quantum", period, move || {
-            bandwidth_ticker(shared.clone(), period)
-        }));
-    }
-    {
-        let shared = shared.clone();
-        background.spawn(supervise("sampler", sample, move || {
-            sampler(shared.clone(), sample)
-        }));
-    }
-    {
-        let shared = shared.clone();
-        background.spawn(supervise("tick", tick, move || {
-            ticker(shared.clone(), tick)
-        }));
-    }
+    let mut background = spawn_background(&shared, sample, tick);
     let mut backoff = AcceptBackoff::new();
     let mut failure = None;
     loop {
@@ -262,6 +242,30 @@ pub(crate) async fn run(
         Some(why) => Err(Error::Thread(why)),
         None => Ok(()),
     }
+}
+
+/// The supervised background tasks: the sampler, the periodic tick and, when a partition uses
+/// the bandwidth policy, its quantum.
+fn spawn_background(
+    shared: &Arc<Shared>,
+    sample: Duration,
+    tick: Duration,
+) -> tokio::task::JoinSet<Result<(), String>> {
+    let mut background = tokio::task::JoinSet::new();
+    if let Some(ms) = shared.lock().bandwidth_period_ms() {
+        let shared = shared.clone();
+        let period = Duration::from_millis(ms);
+        background.spawn(supervise("bandwidth quantum", period, move || {
+            bandwidth_ticker(shared.clone(), period)
+        }));
+    }
+    let s = shared.clone();
+    background.spawn(supervise("sampler", sample, move || {
+        sampler(s.clone(), sample)
+    }));
+    let s = shared.clone();
+    background.spawn(supervise("tick", tick, move || ticker(s.clone(), tick)));
+    background
 }
 
 /// The periodic reallocation (rotation, decay, quanta): a ring per tick.

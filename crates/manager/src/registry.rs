@@ -596,45 +596,8 @@ impl Registry {
     /// everything, any other uid only its own applications and processes.
     pub(crate) fn status(&self, viewer: Option<u32>) -> Status {
         let visible = |uid: u32| viewer.is_none_or(|v| v == 0 || v == uid);
-        let now_ns = monotonic_ns();
-        let mut partitions: Vec<PartitionStatus> = self
-            .partitions
-            .iter()
-            .enumerate()
-            .map(|(k, p)| {
-                let a = self.last.partitions.get(k).cloned().unwrap_or_default();
-                let (counter_source, counter_skipped, bandwidth) = self
-                    .bandwidth
-                    .partition_status(k)
-                    .map(|(s, skipped, line)| {
-                        (s, skipped.iter().map(|x| x.to_string()).collect(), line)
-                    })
-                    .unwrap_or_else(|| ("none".into(), Vec::new(), String::new()));
-                PartitionStatus {
-                    counter_source,
-                    counter_skipped,
-                    bandwidth,
-                    name: p.name.clone(),
-                    share: p.share,
-                    fixed_cpus: p.cpus,
-                    sharing: p.sharing,
-                    policy: p.policy,
-                    entitlement: a.entitlement,
-                    demand: a.demand,
-                    allocation: a.allocation,
-                    lent: a.lent,
-                    borrowed: a.borrowed,
-                    uncontrolled_runnable: self.runnable[k].now,
-                    uncontrolled_average: self.runnable[k].avg,
-                    uncontrolled_cpus: self.last.cpus(MemberId::Uncontrolled(k)).to_vec(),
-                    uncontrolled_pids: self
-                        .tracked
-                        .iter()
-                        .filter(|t| t.partition == k && visible(t.uid))
-                        .map(|t| t.pid)
-                        .collect(),
-                }
-            })
+        let mut partitions: Vec<PartitionStatus> = (0..self.partitions.len())
+            .map(|k| self.partition_status(k, &visible))
             .collect();
         if partitions.is_empty() {
             partitions.push(PartitionStatus {
@@ -642,37 +605,12 @@ impl Registry {
                 ..Default::default()
             });
         }
+        let now_ns = monotonic_ns();
         let applications = self
             .apps
             .values()
             .filter(|a| visible(a.uid))
-            .map(|a| {
-                let (target, cpus) = a.published.unwrap_or((a.pool_size, CpuSet::new()));
-                let hb = a.page.app.heartbeat.load(Ordering::Relaxed);
-                let (rate, parked) = self.bandwidth.app_status(a.id);
-                AppStatus {
-                    id: a.id,
-                    pid: a.pid,
-                    uid: a.uid,
-                    name: a.name.clone(),
-                    partition: self.partitions[a.partition].name.clone(),
-                    pool_size: a.pool_size,
-                    demand: a.page.app.demand.load(Ordering::Relaxed),
-                    target,
-                    active: a.page.app.active.load(Ordering::Relaxed),
-                    nodes: self.nodes_of(&cpus),
-                    cpus: cpus.to_vec(),
-                    policy: self.partitions[a.partition].policy,
-                    counter_source: self
-                        .bandwidth
-                        .partition_status(a.partition)
-                        .map_or_else(|| "none".into(), |s| s.0),
-                    rate_gbps: rate.map(|r| r / 1e9),
-                    parked,
-                    tasks_run: a.page.app.tasks_run.load(Ordering::Relaxed),
-                    heartbeat_age_ms: now_ns.saturating_sub(hb) / 1_000_000,
-                }
-            })
+            .map(|a| self.app_status(a, now_ns))
             .collect();
         Status {
             timestamp_ms: std::time::SystemTime::now()
@@ -687,6 +625,70 @@ impl Registry {
             partitions,
             applications,
             refusals: self.refusals.clone(),
+        }
+    }
+
+    /// Partition `k` in the status; `visible` filters its tracked processes by uid.
+    fn partition_status(&self, k: usize, visible: &dyn Fn(u32) -> bool) -> PartitionStatus {
+        let p = &self.partitions[k];
+        let a = self.last.partitions.get(k).cloned().unwrap_or_default();
+        let (counter_source, counter_skipped, bandwidth) = self
+            .bandwidth
+            .partition_status(k)
+            .map(|(s, skipped, line)| (s, skipped.iter().map(|x| x.to_string()).collect(), line))
+            .unwrap_or_else(|| ("none".into(), Vec::new(), String::new()));
+        PartitionStatus {
+            counter_source,
+            counter_skipped,
+            bandwidth,
+            name: p.name.clone(),
+            share: p.share,
+            fixed_cpus: p.cpus,
+            sharing: p.sharing,
+            policy: p.policy,
+            entitlement: a.entitlement,
+            demand: a.demand,
+            allocation: a.allocation,
+            lent: a.lent,
+            borrowed: a.borrowed,
+            uncontrolled_runnable: self.runnable[k].now,
+            uncontrolled_average: self.runnable[k].avg,
+            uncontrolled_cpus: self.last.cpus(MemberId::Uncontrolled(k)).to_vec(),
+            uncontrolled_pids: self
+                .tracked
+                .iter()
+                .filter(|t| t.partition == k && visible(t.uid))
+                .map(|t| t.pid)
+                .collect(),
+        }
+    }
+
+    /// One application in the status.
+    fn app_status(&self, a: &App, now_ns: u64) -> AppStatus {
+        let (target, cpus) = a.published.unwrap_or((a.pool_size, CpuSet::new()));
+        let hb = a.page.app.heartbeat.load(Ordering::Relaxed);
+        let (rate, parked) = self.bandwidth.app_status(a.id);
+        AppStatus {
+            id: a.id,
+            pid: a.pid,
+            uid: a.uid,
+            name: a.name.clone(),
+            partition: self.partitions[a.partition].name.clone(),
+            pool_size: a.pool_size,
+            demand: a.page.app.demand.load(Ordering::Relaxed),
+            target,
+            active: a.page.app.active.load(Ordering::Relaxed),
+            nodes: self.nodes_of(&cpus),
+            cpus: cpus.to_vec(),
+            policy: self.partitions[a.partition].policy,
+            counter_source: self
+                .bandwidth
+                .partition_status(a.partition)
+                .map_or_else(|| "none".into(), |s| s.0),
+            rate_gbps: rate.map(|r| r / 1e9),
+            parked,
+            tasks_run: a.page.app.tasks_run.load(Ordering::Relaxed),
+            heartbeat_age_ms: now_ns.saturating_sub(hb) / 1_000_000,
         }
     }
 }
