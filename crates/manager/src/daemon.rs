@@ -317,15 +317,20 @@ fn measure(shared: &Shared, req: SampleRequest) -> (Vec<u32>, Vec<i32>) {
     let mut now = vec![0u32; req.partitions];
     let mut tracked_total = 0;
     let mut gone = Vec::new();
-    for &(k, pid) in &req.tracked {
+    for &(k, pid, alive) in &req.tracked {
+        // Dead (by its pidfd, zombies included) and nothing left in its partition's cgroup:
+        // it is gone. Its pid may have been reused, so it is not measured.
+        if !alive {
+            if shared.enforcer().cgroup_pids(&req.names[k]).is_empty() {
+                gone.push(pid);
+            }
+            continue;
+        }
         let mut pids = vec![pid];
         pids.extend(sys::descendants(pid));
         let x: u32 = pids.into_iter().map(sys::runnable_threads).sum();
         now[k] += x;
         tracked_total += x;
-        if !sys::alive(pid) && shared.enforcer().cgroup_pids(&req.names[k]).is_empty() {
-            gone.push(pid);
-        }
     }
     if req.system_wide {
         let apps: u32 = req.app_pids.into_iter().map(sys::runnable_threads).sum();

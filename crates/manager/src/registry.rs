@@ -98,8 +98,8 @@ pub(crate) struct Periods {
 /// What the sampler measures outside the lock.
 #[derive(Debug, Clone)]
 pub(crate) struct SampleRequest {
-    /// (partition, pid) of every tracked process.
-    pub tracked: Vec<(usize, i32)>,
+    /// (partition, pid, alive by its pidfd) of every tracked process.
+    pub tracked: Vec<(usize, i32, bool)>,
     /// Pids of the registered applications.
     pub app_pids: Vec<i32>,
     /// Number of partitions.
@@ -307,8 +307,7 @@ impl Registry {
             tracked: self
                 .tracked
                 .iter()
-                .filter(|t| t.proc.alive())
-                .map(|t| (t.partition, t.pid))
+                .map(|t| (t.partition, t.pid, t.proc.alive()))
                 .collect(),
             app_pids: self.apps.values().map(|a| a.pid).collect(),
             partitions: self.partitions.len(),
