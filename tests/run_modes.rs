@@ -4,6 +4,7 @@
 mod support;
 
 use std::process::Command;
+use std::time::Duration;
 use support::*;
 
 const CONFIG: &str = "uncontrolled = \"tracked\"\n";
@@ -79,4 +80,38 @@ fn jobserver_flags_need_jobserver() {
         .expect("run partita run");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--jobserver"));
+}
+
+#[test]
+fn status_shows_a_jobserver_build_with_its_tokens() {
+    let _g = serial();
+    let dir = TempDir::new("run-jobserver-status");
+    let (mut manager, socket) = serve(&dir, CONFIG);
+    std::fs::write(dir.path("Makefile"), "all: a b c d\na b c d:\n\t@sleep 2\n")
+        .expect("write Makefile");
+    let mut build = Proc::spawn(
+        Command::new(bin())
+            .args(["run", "--jobserver", "--socket"])
+            .arg(&socket)
+            .args(["--", "make", "-j4", "-C"])
+            .arg(dir.path("")),
+    );
+    let seen = wait_until(Duration::from_secs(10), || {
+        partita_manager::query_status(&socket).is_ok_and(|s| {
+            s.applications
+                .iter()
+                .any(|a| a.name == "make" && a.jobserver_tokens.is_some())
+        })
+    });
+    assert!(seen, "{:#?}", partita_manager::query_status(&socket));
+    let table = Command::new(bin())
+        .args(["status", "--socket"])
+        .arg(&socket)
+        .output()
+        .expect("partita status");
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains("jobserver builds"), "{table}");
+    assert!(table.contains("TOKENS"), "{table}");
+    build.kill();
+    manager.kill();
 }

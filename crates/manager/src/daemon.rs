@@ -16,8 +16,8 @@ use crate::supervise::supervise;
 use crate::{sys, Error};
 use partita_protocol::sys::{peer_cred, peer_pidfd, send_with_fd};
 use partita_protocol::wire::{
-    frame_len, ClientMessage, DecodeError, ErrorCode, ManagerMessage, FLAG_PARTITION_ONLY,
-    MAX_CLIENT_FRAME, PROTOCOL_VERSION,
+    frame_len, ClientMessage, DecodeError, ErrorCode, ManagerMessage, FLAG_JOBSERVER,
+    FLAG_PARTITION_ONLY, MAX_CLIENT_FRAME, PROTOCOL_VERSION,
 };
 use partita_protocol::CpuSet;
 use std::os::fd::AsFd;
@@ -480,6 +480,7 @@ async fn connection(shared: Arc<Shared>, mut stream: UnixStream, hello_timeout: 
                 hint: hello.partition_hint,
                 pool_size: hello.pool_size,
                 partition_only: hello.flags & FLAG_PARTITION_ONLY != 0,
+                jobserver: hello.flags & FLAG_JOBSERVER != 0,
             };
             serve_application(&shared, &mut stream, req).await
         }
@@ -653,6 +654,7 @@ mod tests {
             hint: String::new(),
             pool_size: 1,
             partition_only: true,
+            jobserver: false,
         };
         let id = shared.lock().register(req).unwrap();
         assert_eq!(shared.status().applications.len(), 1);

@@ -39,6 +39,8 @@ struct App {
     partition: usize,
     pool_size: u32,
     partition_only: bool,
+    /// A build served by `partita run --jobserver`: its page's `active` is the tokens out.
+    jobserver: bool,
     page: Arc<PageMap>,
     published: Option<(u32, CpuSet)>,
 }
@@ -82,6 +84,8 @@ pub(crate) struct Registration {
     pub pool_size: u32,
     /// The hello's partition-only flag.
     pub partition_only: bool,
+    /// The hello's jobserver flag (a build whose jobs take tokens).
+    pub jobserver: bool,
 }
 
 /// The daemon's periods, from the configuration.
@@ -388,6 +392,7 @@ impl Registry {
                 partition,
                 pool_size: req.pool_size,
                 partition_only,
+                jobserver: req.jobserver,
                 page: Arc::new(page),
                 published: None,
             },
@@ -688,6 +693,9 @@ impl Registry {
             parked,
             tasks_run: a.page.app.tasks_run.load(Ordering::Relaxed),
             heartbeat_age_ms: now_ns.saturating_sub(hb) / 1_000_000,
+            jobserver_tokens: a
+                .jobserver
+                .then(|| a.page.app.active.load(Ordering::Relaxed)),
         }
     }
 }

@@ -133,6 +133,10 @@ pub struct AppStatus {
     pub tasks_run: u64,
     /// Milliseconds since its last heartbeat.
     pub heartbeat_age_ms: u64,
+    /// For a build under `partita run --jobserver`: the jobserver tokens in circulation (its
+    /// jobs running at once, beyond the one each client runs without a token).
+    #[serde(default)]
+    pub jobserver_tokens: Option<u32>,
 }
 
 impl Status {
@@ -273,6 +277,37 @@ impl Status {
                     ),
                     (None, _) => a.counter_source.clone(),
                 }
+            );
+        }
+        self.jobserver_table(s);
+    }
+
+    /// Builds under `partita run --jobserver`, with their tokens (shown only when there are
+    /// any).
+    fn jobserver_table(&self, s: &mut String) {
+        let builds: Vec<&AppStatus> = self
+            .applications
+            .iter()
+            .filter(|a| a.jobserver_tokens.is_some())
+            .collect();
+        if builds.is_empty() {
+            return;
+        }
+        let _ = writeln!(s, "\njobserver builds");
+        let _ = writeln!(
+            s,
+            "{:>7} {:<16} {:>6} {:>6} {:>6}",
+            "PID", "NAME", "TOKENS", "CPUS", "DEMAND"
+        );
+        for a in builds {
+            let _ = writeln!(
+                s,
+                "{:>7} {:<16} {:>6} {:>6} {:>6}",
+                a.pid,
+                a.name,
+                a.jobserver_tokens.unwrap_or(0),
+                a.target,
+                a.demand
             );
         }
     }
