@@ -559,7 +559,6 @@ async fn serve_application(shared: &Shared, stream: &mut UnixStream, req: Regist
     let (pid, uid, name, pool) = (req.pid, req.uid, req.name.clone(), req.pool_size);
     let proc = req.proc.clone();
     let registered = shared.lock().register(req);
-    shared.lock().telemetry.count_refusal(&registered);
     let id = match registered {
         Ok(id) => id,
         Err((code, msg)) => return refuse(shared, stream, (pid, uid), code, msg).await,

@@ -303,6 +303,10 @@ impl Registry {
     /// Count a refusal (shown in status).
     pub(crate) fn count_refusal(&mut self, code: ErrorCode) {
         *self.refusals.entry(format!("{code:?}")).or_default() += 1;
+        // And in the metrics, so that both report every refusal (connection limits, identity,
+        // registration, confinement).
+        self.telemetry
+            .count_refusal::<()>(&Err((code, String::new())));
     }
 
     /// What the sampler must measure.

@@ -4,7 +4,7 @@
 //!
 //! [`churn`] is a pure function of two consecutive allocations; [`Telemetry`] accumulates it.
 //! The registry calls [`Telemetry::reallocated`] at the end of every reallocation and the
-//! daemon [`Telemetry::count_refusal`] after every registration attempt.
+//! daemon [`Telemetry::count_refusal`] for every refusal it sends.
 
 use crate::alloc::{AllocInput, AllocOutput, AppId, MemberId};
 use partita_protocol::wire::ErrorCode;
