@@ -2,41 +2,14 @@
 //! and reconnection with backoff when the manager goes away (standalone meanwhile).
 
 use partita_protocol::page::{monotonic_ns, Allocation, PageMap};
-use partita_protocol::sys::recv_with_fd;
-use partita_protocol::wire::{frame_len, ClientMessage, Hello, ManagerMessage, MAX_MANAGER_FRAME};
+use partita_protocol::wire::{ClientMessage, Hello};
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// Why registration failed.
-#[derive(Debug, thiserror::Error)]
-pub enum RegisterError {
-    /// A socket operation failed.
-    #[error("{call}: {source}")]
-    Io {
-        /// The operation.
-        call: &'static str,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// The manager replied with an error.
-    #[error("manager refused: {code:?}: {message}")]
-    Refused {
-        /// Error code.
-        code: partita_protocol::wire::ErrorCode,
-        /// Text.
-        message: String,
-    },
-    /// The reply could not be understood.
-    #[error("bad reply from the manager: {0}")]
-    Protocol(String),
-    /// The control page was refused.
-    #[error("control page: {0}")]
-    Page(#[from] partita_protocol::page::PageError),
-}
+pub use partita_protocol::client::RegisterError;
 
 /// What registering needs (kept for reconnecting).
 #[derive(Debug, Clone)]
@@ -61,66 +34,13 @@ pub struct Session {
     last_demand: Option<u32>,
 }
 
-fn io(call: &'static str) -> impl FnOnce(std::io::Error) -> RegisterError {
-    move |source| RegisterError::Io { call, source }
-}
-
-/// Connect and register; blocks at most a few seconds.
+/// Connect and register (partita-protocol's client, with its listener and seal checks);
+/// blocks at most a few seconds.
 pub fn register(p: &Params) -> Result<Session, RegisterError> {
-    let mut stream = UnixStream::connect(&p.socket).map_err(io("connect"))?;
-    let t = Some(Duration::from_secs(3));
-    stream.set_read_timeout(t).map_err(io("setsockopt"))?;
-    stream.set_write_timeout(t).map_err(io("setsockopt"))?;
     let mut hello = Hello::new(p.pool, &p.name);
     hello.partition_hint = p.partition.clone();
     hello.flags = p.flags;
-    stream
-        .write_all(&ClientMessage::Hello(hello).encode())
-        .map_err(io("send hello"))?;
-    let mut buf: Vec<u8> = Vec::with_capacity(256);
-    let mut fd: Option<OwnedFd> = None;
-    let mut chunk = [0u8; 256];
-    let len = loop {
-        if buf.len() >= 4 {
-            let prefix = [buf[0], buf[1], buf[2], buf[3]];
-            let len = frame_len(prefix, MAX_MANAGER_FRAME)
-                .map_err(|e| RegisterError::Protocol(e.to_string()))?;
-            if buf.len() >= 4 + len {
-                break len;
-            }
-        }
-        let (n, got) = recv_with_fd(stream.as_fd(), &mut chunk).map_err(io("recvmsg"))?;
-        if n == 0 {
-            return Err(RegisterError::Protocol(
-                "connection closed before the welcome".into(),
-            ));
-        }
-        fd = fd.or(got);
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let app_id = match ManagerMessage::decode(&buf[4..4 + len])
-        .map_err(|e| RegisterError::Protocol(e.to_string()))?
-    {
-        ManagerMessage::Welcome { app_id, .. } => app_id,
-        ManagerMessage::Error { code, message } => {
-            return Err(RegisterError::Refused { code, message })
-        }
-        other => {
-            return Err(RegisterError::Protocol(format!(
-                "unexpected reply {other:?}"
-            )))
-        }
-    };
-    let fd = fd.ok_or_else(|| RegisterError::Protocol("welcome without a control page".into()))?;
-    let page = PageMap::open(fd)?;
-    if page.header.app_id.load(Ordering::Acquire) != app_id {
-        return Err(RegisterError::Protocol(
-            "control page belongs to another application".into(),
-        ));
-    }
-    stream
-        .set_nonblocking(true)
-        .map_err(io("set_nonblocking"))?;
+    let (stream, page) = partita_protocol::client::register(&p.socket, hello)?;
     Ok(Session {
         stream,
         page,

@@ -29,6 +29,8 @@
 #![warn(missing_docs)]
 #![cfg_attr(loom, allow(dead_code))] // Under loom only the seqlock model is built.
 
+#[cfg(not(loom))]
+pub mod client;
 pub mod cpuset;
 #[cfg(not(loom))]
 pub mod page;
