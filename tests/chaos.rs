@@ -16,21 +16,11 @@
 mod support;
 
 use partita_manager::sys;
+use partita_queues::XorShift64 as Rng;
 use std::io::Write;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use support::{bin, probe, serial, wait_until, Proc, TempDir};
-
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n.max(1) as u64) as usize
-    }
-}
 
 const CONFIG: &str = "uncontrolled = \"tracked\"\nhello_timeout_ms = 500\ncgroups = true\n";
 
@@ -191,7 +181,7 @@ fn chaos_keeps_the_invariants() {
         silent: Vec::new(),
     };
     w.start_manager();
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng::new(seed);
     for step in 0..steps {
         w.step(&mut rng, step);
     }

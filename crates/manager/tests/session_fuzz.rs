@@ -10,24 +10,11 @@ mod support;
 
 use partita_manager::{spawn_in_process, Config};
 use partita_protocol::wire::{ClientMessage, Hello};
+use partita_queues::XorShift64 as Rng;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 use support::TempDir;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
 
 fn chunk(rng: &mut Rng) -> Vec<u8> {
     let valid = |rng: &mut Rng| match rng.below(6) {
@@ -54,7 +41,7 @@ fn chunk(rng: &mut Rng) -> Vec<u8> {
             b[i] ^= 1 << rng.below(8);
         }
         3 => {
-            let len = [0u32, 4097, u32::MAX, rng.next() as u32][rng.below(4)];
+            let len = [0u32, 4097, u32::MAX, rng.next_u64() as u32][rng.below(4)];
             b[..4].copy_from_slice(&len.to_le_bytes());
         }
         _ => b.truncate(rng.below(b.len())),
@@ -77,7 +64,7 @@ fn random_sessions_never_break_the_manager() {
     c.cgroups = false;
     c.hello_timeout_ms = 300;
     let h = spawn_in_process(c, dir.path("m.sock")).unwrap();
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng::new(seed);
     for i in 0..sessions {
         let mut s = UnixStream::connect(h.socket()).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();

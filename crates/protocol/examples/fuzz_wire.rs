@@ -14,21 +14,8 @@ use partita_protocol::wire::{
     MAX_CLIENT_FRAME, MAX_MANAGER_FRAME,
 };
 use partita_protocol::CpuSet;
+use partita_queues::XorShift64 as Rng;
 use std::time::{Duration, Instant};
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
 
 fn corpus() -> Vec<Vec<u8>> {
     let mut hello = Hello::new(8, "solver");
@@ -83,11 +70,11 @@ fn mutate(rng: &mut Rng, seeds: &[Vec<u8>]) -> Vec<u8> {
             2 => b.truncate(rng.below(b.len() + 1)),
             3 => {
                 let i = rng.below(b.len() + 1);
-                b.insert(i, rng.next() as u8);
+                b.insert(i, rng.next_u64() as u8);
             }
             4 if b.len() >= 4 => {
                 // Forge the length prefix.
-                let len = [0u32, 1, 3, 4096, 4097, u32::MAX, rng.next() as u32][rng.below(7)];
+                let len = [0u32, 1, 3, 4096, 4097, u32::MAX, rng.next_u64() as u32][rng.below(7)];
                 b[..4].copy_from_slice(&len.to_le_bytes());
             }
             5 => {
@@ -95,7 +82,7 @@ fn mutate(rng: &mut Rng, seeds: &[Vec<u8>]) -> Vec<u8> {
                 let cut = rng.below(other.len() + 1);
                 b.extend_from_slice(&other[cut..]);
             }
-            _ => b = (0..rng.below(64)).map(|_| rng.next() as u8).collect(),
+            _ => b = (0..rng.below(64)).map(|_| rng.next_u64() as u8).collect(),
         }
     }
     b
@@ -132,7 +119,7 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(0x5eed_1234_abcd_ef01);
     let seeds = corpus();
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng::new(seed);
     let (mut crashes, mut hangs, mut decoded) = (0u64, 0u64, 0u64);
     let mut slowest = Duration::ZERO;
     std::panic::set_hook(Box::new(|_| {}));
