@@ -524,7 +524,7 @@ async fn confine(
             Err(e) => {
                 let pid = proc.pid();
                 tracing::warn!(pid, partition = %name, error = %e, "could not confine process");
-                s.lock().untrack_one(pid);
+                s.lock().untrack(&[pid]);
                 s.ring();
                 Err((
                     ErrorCode::PermissionDenied,

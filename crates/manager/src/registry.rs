@@ -275,11 +275,6 @@ impl Registry {
         Ok(k)
     }
 
-    /// Stop tracking `pid` (its confinement failed).
-    pub(crate) fn untrack_one(&mut self, pid: i32) {
-        self.tracked.retain(|t| t.pid != pid);
-    }
-
     /// `pid`'s first confinement is done: later reallocations move it with its partition.
     /// Returns the partition's uncontrolled set now, which the caller re-applies if it changed
     /// meanwhile.
