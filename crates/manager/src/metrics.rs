@@ -162,7 +162,7 @@ pub fn encode(status: &Status, telemetry: &Telemetry) -> String {
     reg.register("reallocations", "Reallocations since start", reallocations);
     reg.register(
         "reallocation_duration_seconds",
-        "Time one reallocation takes: allocation, publication, enforcement",
+        "Time one reallocation is planned under the registry lock (applying follows outside it)",
         telemetry.reallocation_latency().clone(),
     );
     reg.register(
