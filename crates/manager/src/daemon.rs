@@ -506,7 +506,18 @@ async fn confine(
     tokio::task::spawn_blocking(move || {
         s.doorbell.wait_served(n);
         let (name, set) = s.lock().uncontrolled_set(k);
-        let applied = s.enforcer().confine_uncontrolled(&name, &proc, &set);
+        let applied = {
+            // Checked under the enforcer's lock: shutdown stops the doorbell before it takes
+            // that lock to restore everything, so a confinement either happens before the
+            // restore or not at all.
+            let mut enforcer = s.enforcer();
+            (!s.doorbell.is_stopped()).then(|| enforcer.confine_uncontrolled(&name, &proc, &set))
+        };
+        let Some(applied) = applied else {
+            s.lock().untrack(&[proc.pid()]);
+            let why = "the manager is shutting down".to_string();
+            return Err((ErrorCode::Internal, why));
+        };
         match applied {
             Ok(cpus) => {
                 let (_, now) = s.lock().mark_confined(proc.pid(), k);
@@ -564,6 +575,9 @@ async fn serve_application(shared: &Shared, stream: &mut UnixStream, req: Regist
         Err((code, msg)) => return refuse(shared, stream, (pid, uid), code, msg).await,
     };
     let _guard = Unregister { shared, id };
+    // The newcomer's first allocation (it runs at full size until then): ring now rather than
+    // wait for the periodic tick.
+    shared.ring();
     tracing::info!(id, pid, name = %name, pool, "application registered");
     if welcome(shared, stream, id).await.is_ok() {
         follow(shared, stream, &proc, uid).await;

@@ -272,6 +272,11 @@ impl Doorbell {
         self.bell().rounds
     }
 
+    /// Whether [`Doorbell::stop`] was called (the manager is shutting down).
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.bell().stop
+    }
+
     /// Stop the reallocator thread after its current round.
     pub(crate) fn stop(&self) {
         self.bell().stop = true;
