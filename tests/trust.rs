@@ -317,9 +317,19 @@ fn partita_run_keeps_a_program_in_its_own_cgroup_and_everything_is_undone() {
             .uncontrolled_pids
             .contains(&p.pid())
     };
+    // Confined once `partita run` has its reply and has exec'd the command (tracking comes
+    // first, confinement after the reallocation that gives the partition a CPU).
+    let running = |p: &Proc| {
+        std::fs::read_to_string(format!("/proc/{}/comm", p.pid()))
+            .is_ok_and(|c| c.trim() == "sleep")
+    };
     assert!(wait_until(Duration::from_secs(10), || tracked_now(
         &from_own
     ) && tracked_now(
+        &from_root
+    ) && running(
+        &from_own
+    ) && running(
         &from_root
     )));
     let own_name = format!("/{}", own.file_name().unwrap().to_string_lossy());
