@@ -320,7 +320,10 @@ fn scenario(c: &mut Checks) -> Result<(), String> {
     a.ask("idle");
     // A zero quantum: its workers suspend (the manager keeps the old confinement).
     wait_app(&m, a.pid(), "a zero quantum", |x| x.target == 0)?;
-    let b = App::start("B", &sock).map_err(|e| e.to_string())?;
+    let mut b = App::start("B", &sock).map_err(|e| e.to_string())?;
+    // B stays busy, so it keeps CPU 0 and A's growth has to come from node 1 (an idle B would
+    // release CPU 0 within its demand window, and A would simply get it back).
+    b.ask("busy");
     wait_cpus(&m, b.pid(), &[0])?;
     a.ask("busy");
     wait_cpus(&m, a.pid(), &[1])?;
