@@ -136,8 +136,6 @@ pub(crate) struct Registry {
     departed: Vec<ProcRef>,
     /// The enforcer's mechanism, for the status.
     confinement: &'static str,
-    /// Refusals since start, per error code.
-    refusals: BTreeMap<String, u64>,
     start: Instant,
     /// Whether the manager may set affinities of other users' processes.
     privileged: bool,
@@ -174,7 +172,6 @@ impl Registry {
             reallocations: 0,
             departed: Vec::new(),
             confinement,
-            refusals: BTreeMap::new(),
             start: Instant::now(),
             privileged: euid == 0,
             euid,
@@ -295,11 +292,9 @@ impl Registry {
         (self.partitions[k].name.clone(), set)
     }
 
-    /// Count a refusal (shown in status).
+    /// Count a refusal (connection limits, identity, registration, confinement): the metrics'
+    /// counter, which status reads too.
     pub(crate) fn count_refusal(&mut self, code: ErrorCode) {
-        *self.refusals.entry(format!("{code:?}")).or_default() += 1;
-        // And in the metrics, so that both report every refusal (connection limits, identity,
-        // registration, confinement).
         self.telemetry
             .count_refusal::<()>(&Err((code, String::new())));
     }
@@ -627,7 +622,7 @@ impl Registry {
             confinement: self.confinement.into(),
             partitions,
             applications,
-            refusals: self.refusals.clone(),
+            refusals: self.telemetry.refusal_counts(),
         }
     }
 

@@ -137,6 +137,20 @@ pub struct RefusalLabels {
     pub reason: String,
 }
 
+/// Every error code, for walking the refusal counters.
+const ALL_CODES: [ErrorCode; 10] = [
+    ErrorCode::Malformed,
+    ErrorCode::Oversized,
+    ErrorCode::Version,
+    ErrorCode::OutOfOrder,
+    ErrorCode::TooManyApplications,
+    ErrorCode::Timeout,
+    ErrorCode::Internal,
+    ErrorCode::UnknownPartition,
+    ErrorCode::PermissionDenied,
+    ErrorCode::Unknown,
+];
+
 /// The snake-case name of an error code (the `reason` label).
 ///
 /// ```
@@ -259,6 +273,22 @@ impl Telemetry {
     pub fn refusals(&self) -> &Family<RefusalLabels, Counter> {
         &self.refusals
     }
+
+    /// The refusals sent so far, by error code name (`PermissionDenied`, ...), codes never sent
+    /// left out: what `partita status` shows, read from the same counters as the metrics.
+    pub fn refusal_counts(&self) -> BTreeMap<String, u64> {
+        ALL_CODES
+            .iter()
+            .filter_map(|&code| {
+                let labels = RefusalLabels {
+                    reason: reason(code).into(),
+                };
+                // Look up without creating: a code never sent stays out of the metrics too.
+                let n = self.refusals.get(&labels).map_or(0, |c| c.get());
+                (n > 0).then(|| (format!("{code:?}"), n))
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -348,6 +378,9 @@ mod tests {
         };
         assert_eq!(get("permission_denied"), Some(2));
         assert_eq!(get("too_many_applications"), Some(0));
+        // Status reads the same counters: only the codes actually sent, by their names.
+        let counts: Vec<_> = t.refusal_counts().into_iter().collect();
+        assert_eq!(counts, [("PermissionDenied".to_string(), 2)]);
         let mut history = History::default();
         let one = input(2, &[(0, 2)]);
         let out = allocate(&one, &mut history);
