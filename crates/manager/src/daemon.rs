@@ -333,7 +333,11 @@ fn measure(shared: &Shared, req: SampleRequest) -> (Vec<u32>, Vec<i32>) {
         tracked_total += x;
     }
     if req.system_wide {
-        let apps: u32 = req.app_pids.into_iter().map(sys::runnable_threads).sum();
+        let apps: u32 = req
+            .app_pids
+            .into_iter()
+            .map(|(pid, tree)| sys::runnable_in(pid, tree))
+            .sum();
         let all = sys::procs_running().unwrap_or(0);
         // Minus this sampling thread itself.
         now[0] += all.saturating_sub(apps + tracked_total + 1);

@@ -104,8 +104,9 @@ pub(crate) struct Periods {
 pub(crate) struct SampleRequest {
     /// (partition, pid, alive by its pidfd) of every tracked process.
     pub tracked: Vec<(usize, i32, bool)>,
-    /// Pids of the registered applications.
-    pub app_pids: Vec<i32>,
+    /// Pids of the registered applications, and whether the application's process tree is
+    /// its own (a jobserver build: its jobs run on its tokens, so they are not outside load).
+    pub app_pids: Vec<(i32, bool)>,
     /// Number of partitions.
     pub partitions: usize,
     /// Whether the default partition counts every runnable thread of the system.
@@ -307,7 +308,7 @@ impl Registry {
                 .iter()
                 .map(|t| (t.partition, t.pid, t.proc.alive()))
                 .collect(),
-            app_pids: self.apps.values().map(|a| a.pid).collect(),
+            app_pids: self.apps.values().map(|a| (a.pid, a.jobserver)).collect(),
             partitions: self.partitions.len(),
             system_wide: self.config.uncontrolled == Uncontrolled::System,
             names: self.partitions.iter().map(|p| p.name.clone()).collect(),

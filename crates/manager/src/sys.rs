@@ -160,6 +160,35 @@ pub fn runnable_threads(pid: i32) -> u32 {
         .count() as u32
 }
 
+/// Runnable threads of a process, and of its descendants too when `tree` is set.
+///
+/// ```
+/// use std::process::Command;
+/// // An idle shell whose child spins: the spinning thread is the tree's, not the shell's.
+/// let mut sh = Command::new("sh").args(["-c", "sh -c 'while :; do :; done' & wait"]).spawn().unwrap();
+/// let pid = sh.id() as i32;
+/// while partita_manager::sys::descendants(pid).is_empty() {
+///     std::thread::sleep(std::time::Duration::from_millis(5));
+/// }
+/// std::thread::sleep(std::time::Duration::from_millis(50)); // let the child reach its loop
+/// assert_eq!(partita_manager::sys::runnable_in(pid, false), 0);
+/// assert!(partita_manager::sys::runnable_in(pid, true) >= 1);
+/// for c in partita_manager::sys::descendants(pid) {
+///     let _ = Command::new("kill").arg(c.to_string()).status();
+/// }
+/// sh.wait().unwrap();
+/// ```
+pub fn runnable_in(pid: i32, tree: bool) -> u32 {
+    let own = runnable_threads(pid);
+    if !tree {
+        return own;
+    }
+    own + descendants(pid)
+        .into_iter()
+        .map(runnable_threads)
+        .sum::<u32>()
+}
+
 /// Direct and indirect children of a process (via `/proc/PID/task/TID/children`).
 ///
 /// ```
