@@ -200,9 +200,8 @@ mod tests {
 
     #[test]
     fn a_blocked_reader_of_the_fifo_counts_as_waiting() {
-        let dir = std::env::temp_dir().join(format!("pj-scan-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let pipe = crate::fifo::TokenPipe::create(&dir.join("f")).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let pipe = crate::fifo::TokenPipe::create(&dir.path().join("f")).unwrap();
         // `sh` runs `head`, which blocks reading one byte from the empty fifo.
         let mut child = Command::new("sh")
             .arg("-c")

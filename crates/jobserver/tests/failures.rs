@@ -1,18 +1,14 @@
 //! Bad input and dying clients, standalone (no manager): the real `make` through the
 //! `partita-jobserver` binary.
 
+mod support;
+
 use partita_jobserver::stamps;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
+use support::scratch;
 
 const BIN: &str = env!("CARGO_BIN_EXE_partita-jobserver");
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("pj-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(d.join("stamps")).unwrap();
-    d
-}
 
 /// Run the binary in `dir` with `PARTITA=off` (standalone), a fifo in `dir`, and a report.
 fn serve(dir: &Path, extra: &[&str], cmd: &[&str]) -> Output {

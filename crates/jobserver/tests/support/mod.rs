@@ -4,7 +4,7 @@
 #![allow(dead_code)] // each test binary uses part of it
 
 use partita_manager::{config::Uncontrolled, spawn_in_process, Config, ManagerHandle};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -13,11 +13,29 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_partita-jobserver");
 /// The manager's reallocation period in these tests.
 pub const PERIOD_MS: u64 = 300;
 
-pub fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("pj-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(d.join("stamps")).unwrap();
-    d
+/// A test's scratch directory (with a `stamps/` inside), removed when dropped.
+pub struct Scratch(tempfile::TempDir);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+pub fn scratch(name: &str) -> Scratch {
+    let d = tempfile::Builder::new()
+        .prefix(&format!("pj-{name}-"))
+        .tempdir()
+        .expect("create a scratch dir"); // a test cannot run without it
+    std::fs::create_dir_all(d.path().join("stamps")).expect("create stamps/");
+    Scratch(d)
 }
 
 /// A manager managing 2 CPUs; only registered applications and `partita run` processes count
