@@ -125,6 +125,7 @@ pub struct ManagerHandle {
 /// assert_eq!(h.socket(), sock.as_path());
 /// h.shutdown().unwrap();
 /// assert!(!sock.exists());
+/// std::fs::remove_dir(&dir).unwrap(); // empty: the manager removed its socket
 /// ```
 pub fn spawn_in_process(config: Config, socket: PathBuf) -> Result<ManagerHandle, Error> {
     let shared = daemon::shared(config)?;
