@@ -340,3 +340,40 @@ fn advance(jobs: &mut [Job], running: &[(usize, usize)], dt: f64, t: f64, cfg: &
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::APPS;
+    use proptest::prelude::{prop, prop_assert, prop_assert_eq, proptest};
+
+    proptest! {
+        /// Linux time-sharing is fair: at every slice, the threads' run times differ by at
+        /// most one slice, and exactly `cpus` threads run while enough are runnable.
+        #[test]
+        fn time_sharing_is_fair(seed in 1u64..10_000, app in 0usize..11, set in 0usize..3, slices in 1usize..200) {
+            let set = WorkloadSet::ALL[set];
+            let mut jobs: Vec<Job> = [APPS[app], APPS[app]].into_iter().chain(set.microbenchmarks()).map(|spec| Job {
+                spec,
+                burst: BurstProfile::of(&spec),
+                remaining: f64::INFINITY,
+                done: 0.0,
+                finished_at: None,
+                thread_run_s: vec![0.0; spec.threads as usize],
+                issued: 0.0,
+                ran_s: 0.0,
+            }).collect();
+            let mut rng = Rng::new(seed);
+            for _ in 0..slices {
+                let pick = os_pick(&jobs, 4, &mut rng);
+                prop_assert_eq!(pick.len(), 4);
+                for &(i, k) in &pick {
+                    jobs[i].thread_run_s[k] += 0.1;
+                }
+                let runs: Vec<f64> = jobs.iter().flat_map(|j| j.thread_run_s.iter().copied()).collect();
+                let (lo, hi) = runs.iter().fold((f64::INFINITY, 0.0f64), |(a, b), &x| (a.min(x), b.max(x)));
+                prop_assert!(hi - lo <= 0.1 + 1e-9, "{runs:?}");
+            }
+        }
+    }
+}

@@ -199,6 +199,8 @@ mod tests {
                 prop_assert!(*a <= *b + 1e-9);
                 prop_assert!(*a > 0.0 && *b <= 1.0);
             }
+            let (_, more_traffic) = speeds(&more);
+            prop_assert!(more_traffic >= traffic - 1e-9, "a co-runner lowered the total traffic");
             let (alone, t) = speeds(&ts[..1]);
             prop_assert!((alone[0] - 1.0).abs() < 1e-9);
             prop_assert!((t - ts[0].rate.min(STREAM_THREAD_RATE)).abs() < 1e-9 || ts[0].rate <= NEGLIGIBLE);
