@@ -345,7 +345,7 @@ fn advance(jobs: &mut [Job], running: &[(usize, usize)], dt: f64, t: f64, cfg: &
 mod tests {
     use super::*;
     use crate::workload::APPS;
-    use proptest::prelude::{prop, prop_assert, prop_assert_eq, proptest};
+    use proptest::prelude::{prop_assert, prop_assert_eq, proptest};
 
     proptest! {
         /// Linux time-sharing is fair: at every slice, the threads' run times differ by at
