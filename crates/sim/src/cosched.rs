@@ -73,8 +73,12 @@ pub enum Scheduler {
 }
 
 /// How an application's threads wait for each other, which decides what a thread running
-/// without its sibling achieves. The paper does not say; its data bound it (see
-/// docs/bench/bandwidth.md), so both ends are reported.
+/// without its sibling achieves under time-sharing (gangs always run whole). The paper does not
+/// say, and Fig. 2 hinges on it, so `partita simulate` reports both ends. Its evidence pulls
+/// both ways (docs/bench/bandwidth.md): it credits the set-A gains of gang scheduling to
+/// bandwidth, not synchronisation (§5: two low-bandwidth threads beside two BBMA instead of one
+/// beside three), and LU CB and Water-nsqr gained nothing from gangs in set B (§5), which
+/// favours `Yield`; but every application gained in set A, which only `Barrier` reproduces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Coupling {
     /// Waiting threads yield the CPU (Intel OpenMP's default throughput mode): an
@@ -282,16 +286,10 @@ fn os_pick(jobs: &[Job], cpus: u32, rng: &mut Rng) -> Vec<(usize, usize)> {
     threads
 }
 
-/// Run for `dt` seconds the listed `(job, thread)` pairs.
-///
-/// An application's progress is the mean of its threads' speeds, a descheduled thread counting
-/// 0: its work advances with the CPU time its threads get, whether or not they run together.
-/// The paper's evidence (§5): in set B, where the bus plays no part for the low-bandwidth
-/// applications, LU CB and Water-nsqr came out slightly *slower* under the gang-scheduling
-/// policies than under Linux, so co-scheduling a gang bought them nothing over time-sharing
-/// (their OpenMP threads yield the CPU while waiting); and the paper credits the set-A gains of
-/// gang scheduling to bandwidth (two low-bandwidth threads beside two BBMA instead of one
-/// beside three), not to synchronisation.
+/// Run for `dt` seconds the listed `(job, thread)` pairs. An application's progress follows
+/// [`Coupling`]: the mean of its threads' speeds (a descheduled thread counting 0), or, barrier
+/// coupled, the slowest thread's speed and nothing unless every thread runs. Work is counted in
+/// seconds of solo execution.
 fn advance(jobs: &mut [Job], running: &[(usize, usize)], dt: f64, t: f64, cfg: &RunConfig) {
     // Per-thread rates alone, and the speed the application's threads have when it runs
     // alone (work is counted in seconds of solo execution).
