@@ -135,7 +135,10 @@ pub use thread_pool::{
     active_workers, current_thread_has_pending_tasks, current_thread_index, set_demand,
     set_target_workers, stats, target_workers, yield_local, yield_now, ThreadPool, Yield,
 };
-pub use traffic::{report_bytes, reported_bytes};
+pub use traffic::{
+    measure_traffic_with, measured_bytes, measured_traffic, published_bytes, report_bytes,
+    reported_bytes, MeasuredTraffic, TrafficEvent,
+};
 
 /// The largest pool size this crate supports (pools asking for more are capped).
 ///

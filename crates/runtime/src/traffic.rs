@@ -1,7 +1,22 @@
-//! Self-reported memory traffic: an application that knows how many bytes it moves (a
-//! streaming kernel, a copy loop) reports them here; the manager client publishes the running
-//! total in the control page, where the manager's bandwidth policy reads it when no hardware
-//! counter is available (counter source `self-report`).
+//! The application's memory traffic, published in its half of the control page
+//! (`AppSide::bandwidth`), where the manager's bandwidth policy reads it when no counter of its
+//! own is available (counter source `self-report`). Two parts, added:
+//!
+//! - what the application reports: a program that knows how many bytes it moves (a streaming
+//!   kernel, a copy loop) calls [`report_bytes`];
+//! - what the runtime measures itself ([`measured`]): a perf-event counter on every worker
+//!   thread, last-level-cache misses × line size where the CPU has a PMU, skipped with a
+//!   reason ([`measured_traffic`]) where it has none.
+//!
+//! The two are added, so a program that runs where the PMU counts should not also report the
+//! bytes its workers stream: they would be counted twice.
+
+mod measured;
+
+pub(crate) use measured::WorkerCounter;
+pub use measured::{
+    measure_traffic_with, measured_bytes, measured_traffic, MeasuredTraffic, TrafficEvent,
+};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -22,4 +37,16 @@ pub fn report_bytes(bytes: u64) {
 /// Total bytes reported by [`report_bytes`] since the process started.
 pub fn reported_bytes() -> u64 {
     REPORTED.load(Ordering::Relaxed)
+}
+
+/// What the control page carries: reported plus measured bytes, cumulative (never decreasing,
+/// also when workers exit).
+///
+/// ```
+/// let before = partita_runtime::published_bytes();
+/// partita_runtime::report_bytes(4096);
+/// assert!(partita_runtime::published_bytes() >= before + 4096);
+/// ```
+pub fn published_bytes() -> u64 {
+    reported_bytes().saturating_add(measured_bytes())
 }

@@ -394,7 +394,8 @@ pub(crate) fn main_loop(seed: WorkerSeed) {
     let registry = &*wt.registry;
     let index = wt.index;
     let info = &registry.thread_infos[index];
-    // SAFETY: the latch lives in the registry, which `wt` keeps alive.
+    let _traffic = crate::traffic::WorkerCounter::open(); // this worker's memory traffic
+                                                          // SAFETY: the latch lives in the registry, which `wt` keeps alive.
     unsafe { Latch::set(&info.primed) };
 
     // Panics in jobs are caught where they run; one escaping here is a bug: abort.

@@ -3,8 +3,8 @@
 //! application with four microbenchmarks on four CPUs, under plain time-sharing or the
 //! bandwidth policy's two variants, run by partita-manager's own per-quantum schedule).
 
-use crate::model::{speeds, Thread, CAPACITY, STREAM_THREAD_RATE};
-use crate::workload::{AppSpec, WorkloadSet, BBMA, NBBMA};
+use crate::model::{speeds, thread_rate_for, Thread, CAPACITY, STREAM_THREAD_RATE};
+use crate::workload::{AppSpec, BurstProfile, WorkloadSet, BBMA, BURST_S, NBBMA};
 use partita_manager::alloc::quantum::{step, QuantumApp, QuantumParams, QuantumState};
 use partita_manager::config::BandwidthVariant;
 
@@ -28,25 +28,21 @@ pub struct Fig1Row {
     pub slowdown_nbbma: f64,
 }
 
-fn threads_of(spec: &AppSpec, mult: f64) -> Vec<Thread> {
-    let per = (spec.rate * mult / spec.threads as f64).min(STREAM_THREAD_RATE);
+/// The threads of an application at its mean solo rate (Fig. 1 reports averages).
+fn threads_of(spec: &AppSpec) -> Vec<Thread> {
+    let per = thread_rate_for(spec.rate, spec.threads);
     vec![Thread { rate: per }; spec.threads as usize]
 }
 
 /// The four Fig. 1 configurations of one application.
 pub fn fig1(app: &AppSpec) -> Fig1Row {
-    let solo = threads_of(app, 1.0);
+    let solo = threads_of(app);
     let n = solo.len();
     let configs: [Vec<Thread>; 4] = [
         solo.clone(),
         [solo.clone(), solo.clone()].concat(),
-        [solo.clone(), threads_of(&BBMA, 1.0), threads_of(&BBMA, 1.0)].concat(),
-        [
-            solo.clone(),
-            threads_of(&NBBMA, 1.0),
-            threads_of(&NBBMA, 1.0),
-        ]
-        .concat(),
+        [solo.clone(), threads_of(&BBMA), threads_of(&BBMA)].concat(),
+        [solo.clone(), threads_of(&NBBMA), threads_of(&NBBMA)].concat(),
     ];
     let mut rates = [0.0; 4];
     let mut speed = [0.0; 4];
@@ -67,13 +63,31 @@ pub fn fig1(app: &AppSpec) -> Fig1Row {
 /// Who decides which threads run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scheduler {
-    /// The OS alone: every 100 ms, four of the runnable threads at random (no gangs, no
-    /// bandwidth knowledge).
+    /// The OS alone (Linux 2.4, §5): every 100 ms, four runnable threads, each thread one
+    /// slice per epoch in arbitrary order (no gangs, no bandwidth knowledge).
     TimeSharing,
     /// The bandwidth policy, Latest Quantum.
     LatestQuantum,
     /// The bandwidth policy, Quanta Window.
     QuantaWindow,
+}
+
+/// How an application's threads wait for each other, which decides what a thread running
+/// without its sibling achieves under time-sharing (gangs always run whole). The paper does not
+/// say, and Fig. 2 hinges on it, so `partita simulate` reports both ends. Its evidence pulls
+/// both ways (docs/bench/bandwidth.md): it credits the set-A gains of gang scheduling to
+/// bandwidth, not synchronisation (§5: two low-bandwidth threads beside two BBMA instead of one
+/// beside three), and LU CB and Water-nsqr gained nothing from gangs in set B (§5), which
+/// favours `Yield`; but every application gained in set A, which only `Barrier` reproduces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coupling {
+    /// Waiting threads yield the CPU (Intel OpenMP's default throughput mode): an
+    /// application's work advances with the CPU time its threads get, its progress being the
+    /// mean of its threads' speeds (a descheduled thread counts 0).
+    Yield,
+    /// Barrier-coupled threads that spin: an application advances only while all its threads
+    /// run, at the pace of the slowest.
+    Barrier,
 }
 
 /// Parameters of a Fig. 2 run.
@@ -94,6 +108,8 @@ pub struct RunConfig {
     pub work_s: f64,
     /// RNG seed (OS choices and bursts).
     pub seed: u64,
+    /// How an application's threads wait for each other, see [`Coupling`].
+    pub coupling: Coupling,
 }
 
 impl Default for RunConfig {
@@ -104,6 +120,7 @@ impl Default for RunConfig {
             window: 5,
             work_s: 20.0,
             seed: 1,
+            coupling: Coupling::Barrier,
         }
     }
 }
@@ -127,24 +144,40 @@ impl Rng {
     }
 }
 
-/// How tightly an application's threads are coupled: its progress is
-/// `(1 − SYNC)·mean + SYNC·min` of its threads' speeds (a descheduled thread has speed 0).
-/// 0 would be independent threads, 1 a barrier after every parallel step. The paper's NAS and
-/// Splash-2 OpenMP codes synchronise at every loop, many times per 100 ms OS quantum, and the
-/// paper credits part of its gains to running gangs, so the model uses 1. (With 0.8 the
-/// set-A gains fall to ~22 %, with 0.5 to ~0 %: this is the assumption the Fig. 2 numbers
-/// rest on most.)
-pub const SYNC: f64 = 1.0;
-
 struct Job {
     spec: AppSpec,
+    burst: BurstProfile,
     /// Remaining unloaded seconds (infinite for microbenchmarks).
     remaining: f64,
+    /// Unloaded seconds done (advances the burst pattern).
+    done: f64,
     finished_at: Option<f64>,
-    mult: f64,
+    /// Seconds each thread has run (the OS's fairness).
+    thread_run_s: Vec<f64>,
     /// Traffic it issued and seconds it ran in the last quantum.
     issued: f64,
     ran_s: f64,
+}
+
+impl Job {
+    /// Whole-application solo rate now: bursts follow the application's own progress (a
+    /// descheduled application does not advance through its phases).
+    fn rate_now(&self, seed: u64, index: usize) -> f64 {
+        let b = &self.burst;
+        if b.p <= 0.0 {
+            return b.base;
+        }
+        let step = (self.done / BURST_S).floor() as u64;
+        let mut rng = Rng::new(
+            seed ^ (index as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407)
+                ^ step.wrapping_mul(0x9FB2_1C65_1E98_DF25),
+        );
+        if rng.unit() < b.p {
+            b.high
+        } else {
+            b.base
+        }
+    }
 }
 
 /// Mean turnaround (seconds) of the two application instances in one Fig. 2 run.
@@ -169,9 +202,11 @@ pub fn turnaround(app: &AppSpec, set: WorkloadSet, sched: Scheduler, cfg: &RunCo
         )
         .map(|(spec, remaining)| Job {
             spec,
+            burst: BurstProfile::of(&spec),
             remaining,
+            done: 0.0,
             finished_at: None,
-            mult: 1.0,
+            thread_run_s: vec![0.0; spec.threads as usize],
             issued: 0.0,
             ran_s: 0.0,
         })
@@ -189,18 +224,8 @@ pub fn turnaround(app: &AppSpec, set: WorkloadSet, sched: Scheduler, cfg: &RunCo
     let q = cfg.quantum_ms as f64 / 1000.0;
     let mut t = 0.0;
     while jobs[..2].iter().any(|j| j.finished_at.is_none()) && t < 1e5 {
-        for j in jobs.iter_mut() {
-            j.mult = if j.spec.bursty {
-                if rng.unit() < 0.3 {
-                    2.75
-                } else {
-                    0.25
-                }
-            } else {
-                1.0
-            };
-        }
-        let sub: Vec<Vec<usize>> = match sched {
+        // The OS quantum is half the manager's (§5): two OS decisions per manager quantum.
+        let sub: Vec<Vec<(usize, usize)>> = match sched {
             Scheduler::TimeSharing => (0..2).map(|_| os_pick(&jobs, cfg.cpus, &mut rng)).collect(),
             _ => {
                 let apps: Vec<QuantumApp> = jobs
@@ -218,7 +243,7 @@ pub fn turnaround(app: &AppSpec, set: WorkloadSet, sched: Scheduler, cfg: &RunCo
                 vec![sel
                     .iter()
                     .flat_map(|&id| {
-                        std::iter::repeat_n(id as usize, jobs[id as usize].spec.threads as usize)
+                        (0..jobs[id as usize].spec.threads as usize).map(move |k| (id as usize, k))
                     })
                     .collect()]
             }
@@ -229,7 +254,7 @@ pub fn turnaround(app: &AppSpec, set: WorkloadSet, sched: Scheduler, cfg: &RunCo
         }
         let dt = q / sub.len() as f64;
         for running in &sub {
-            advance(&mut jobs, running, dt, t);
+            advance(&mut jobs, running, dt, t, cfg);
             t += dt;
         }
     }
@@ -240,56 +265,112 @@ pub fn turnaround(app: &AppSpec, set: WorkloadSet, sched: Scheduler, cfg: &RunCo
         / 2.0
 }
 
-/// The OS's choice: `cpus` distinct runnable threads at random; returns job indices (a job
-/// listed twice has two threads running).
-fn os_pick(jobs: &[Job], cpus: u32, rng: &mut Rng) -> Vec<usize> {
-    let mut threads: Vec<usize> = jobs
+/// The OS's choice for one 100 ms quantum (Linux 2.4, §3 and §5): `cpus` runnable threads,
+/// those that have run least first, ties at random. Linux 2.4 gives every runnable thread one
+/// time slice per epoch, in no particular order, and knows nothing of gangs or bandwidth.
+/// Returns `(job, thread)` pairs.
+fn os_pick(jobs: &[Job], cpus: u32, rng: &mut Rng) -> Vec<(usize, usize)> {
+    let mut threads: Vec<(usize, usize)> = jobs
         .iter()
         .enumerate()
         .filter(|(_, j)| j.finished_at.is_none())
-        .flat_map(|(i, j)| std::iter::repeat_n(i, j.spec.threads as usize))
+        .flat_map(|(i, j)| (0..j.thread_run_s.len()).map(move |k| (i, k)))
         .collect();
     for k in (1..threads.len()).rev() {
         let r = (rng.next() % (k as u64 + 1)) as usize;
         threads.swap(k, r);
     }
+    // Stable: equal run times keep the random order.
+    threads.sort_by(|a, b| jobs[a.0].thread_run_s[a.1].total_cmp(&jobs[b.0].thread_run_s[b.1]));
     threads.truncate(cpus as usize);
     threads
 }
 
-/// Run for `dt` seconds the threads listed by owner (a job index once per running thread).
-fn advance(jobs: &mut [Job], owners: &[usize], dt: f64, t: f64) {
-    let threads: Vec<Thread> = owners
+/// Run for `dt` seconds the listed `(job, thread)` pairs. An application's progress follows
+/// [`Coupling`]: the mean of its threads' speeds (a descheduled thread counting 0), or, barrier
+/// coupled, the slowest thread's speed and nothing unless every thread runs. Work is counted in
+/// seconds of solo execution.
+fn advance(jobs: &mut [Job], running: &[(usize, usize)], dt: f64, t: f64, cfg: &RunConfig) {
+    // Per-thread rates alone, and the speed the application's threads have when it runs
+    // alone (work is counted in seconds of solo execution).
+    let per_thread: Vec<(f64, f64)> = (0..jobs.len())
+        .map(|i| {
+            let n = jobs[i].spec.threads;
+            let r = thread_rate_for(jobs[i].rate_now(cfg.seed, i), n);
+            (r, speeds(&vec![Thread { rate: r }; n as usize]).0[0])
+        })
+        .collect();
+    let threads: Vec<Thread> = running
         .iter()
-        .map(|&i| Thread {
-            rate: (jobs[i].spec.rate * jobs[i].mult / jobs[i].spec.threads as f64)
-                .min(STREAM_THREAD_RATE),
+        .map(|&(i, _)| Thread {
+            rate: per_thread[i].0,
         })
         .collect();
     let (v, _) = speeds(&threads);
     for (i, j) in jobs.iter_mut().enumerate() {
-        let mine: Vec<usize> = (0..owners.len()).filter(|&k| owners[k] == i).collect();
+        let mine: Vec<usize> = (0..running.len()).filter(|&k| running[k].0 == i).collect();
         if mine.is_empty() || j.finished_at.is_some() {
             continue;
         }
-        // Progress: the threads' mean speed (a descheduled one counts 0) blended with their
-        // minimum (barrier-synchronised codes wait for the slowest thread), see SYNC.
-        let mean = mine.iter().map(|&k| v[k]).sum::<f64>() / j.spec.threads as f64;
-        let min = if mine.len() < j.spec.threads as usize {
-            0.0
-        } else {
-            mine.iter().map(|&k| v[k]).fold(f64::INFINITY, f64::min)
+        for &k in &mine {
+            j.thread_run_s[running[k].1] += dt;
+        }
+        let progress = match cfg.coupling {
+            Coupling::Yield => mine.iter().map(|&k| v[k]).sum::<f64>() / j.spec.threads as f64,
+            Coupling::Barrier if mine.len() < j.thread_run_s.len() => 0.0,
+            Coupling::Barrier => mine.iter().map(|&k| v[k]).fold(f64::INFINITY, f64::min),
         };
-        let progress = (1.0 - SYNC) * mean + SYNC * min;
-        j.issued += mine.iter().map(|&k| v[k] * threads[k].rate).sum::<f64>() * dt;
+        j.issued += mine
+            .iter()
+            .map(|&k| v[k] * threads[k].rate.min(STREAM_THREAD_RATE))
+            .sum::<f64>()
+            * dt;
         j.ran_s += dt;
-        if j.remaining.is_finite() {
-            let done = progress * dt;
-            if done >= j.remaining && progress > 0.0 {
-                j.finished_at = Some(t + j.remaining / progress);
-                j.remaining = 0.0;
-            } else {
-                j.remaining -= done;
+        let progress = progress / per_thread[i].1;
+        let done = progress * dt;
+        if j.remaining.is_finite() && done >= j.remaining && progress > 0.0 {
+            j.finished_at = Some(t + j.remaining / progress);
+            j.done += j.remaining;
+            j.remaining = 0.0;
+        } else {
+            j.remaining -= done;
+            j.done += done;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::APPS;
+    use proptest::prelude::{prop_assert, prop_assert_eq, proptest};
+
+    proptest! {
+        /// Linux time-sharing is fair: at every slice, the threads' run times differ by at
+        /// most one slice, and exactly `cpus` threads run while enough are runnable.
+        #[test]
+        fn time_sharing_is_fair(seed in 1u64..10_000, app in 0usize..11, set in 0usize..3, slices in 1usize..200) {
+            let set = WorkloadSet::ALL[set];
+            let mut jobs: Vec<Job> = [APPS[app], APPS[app]].into_iter().chain(set.microbenchmarks()).map(|spec| Job {
+                spec,
+                burst: BurstProfile::of(&spec),
+                remaining: f64::INFINITY,
+                done: 0.0,
+                finished_at: None,
+                thread_run_s: vec![0.0; spec.threads as usize],
+                issued: 0.0,
+                ran_s: 0.0,
+            }).collect();
+            let mut rng = Rng::new(seed);
+            for _ in 0..slices {
+                let pick = os_pick(&jobs, 4, &mut rng);
+                prop_assert_eq!(pick.len(), 4);
+                for &(i, k) in &pick {
+                    jobs[i].thread_run_s[k] += 0.1;
+                }
+                let runs: Vec<f64> = jobs.iter().flat_map(|j| j.thread_run_s.iter().copied()).collect();
+                let (lo, hi) = runs.iter().fold((f64::INFINITY, 0.0f64), |(a, b), &x| (a.min(x), b.max(x)));
+                prop_assert!(hi - lo <= 0.1 + 1e-9, "{runs:?}");
             }
         }
     }

@@ -20,7 +20,7 @@ pub mod policies;
 pub mod svg;
 pub mod workload;
 
-use cosched::{fig1, turnaround, RunConfig, Scheduler};
+use cosched::{fig1, turnaround, Coupling, RunConfig, Scheduler};
 use partita_manager::config::PolicyKind;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -96,6 +96,8 @@ pub enum SimError {
 pub struct Fig2Set {
     /// The set.
     pub set: WorkloadSet,
+    /// How the applications' threads wait for each other in this run.
+    pub coupling: Coupling,
     /// `(application, LQ %, QW %)`.
     pub rows: Vec<(&'static str, f64, f64)>,
 }
@@ -116,14 +118,20 @@ impl Fig2Set {
 pub struct SimReport {
     /// Fig. 1 rows.
     pub fig1: Vec<cosched::Fig1Row>,
-    /// Fig. 2, one entry per set.
+    /// Fig. 2, one entry per set and coupling.
     pub fig2: Vec<Fig2Set>,
     /// The printed text.
     pub text: String,
 }
 
 /// Fig. 2 for one set, averaged over `seeds`.
-pub fn fig2(set: WorkloadSet, seeds: u64, work_s: f64) -> Fig2Set {
+///
+/// ```
+/// use partita_sim::{cosched::Coupling, fig2, workload::WorkloadSet};
+/// let f = fig2(WorkloadSet::B, 1, 2.0, Coupling::Yield);
+/// assert_eq!(f.rows.len(), 11);
+/// ```
+pub fn fig2(set: WorkloadSet, seeds: u64, work_s: f64, coupling: Coupling) -> Fig2Set {
     let rows = APPS
         .iter()
         .map(|app| {
@@ -133,6 +141,7 @@ pub fn fig2(set: WorkloadSet, seeds: u64, work_s: f64) -> Fig2Set {
                         let c = RunConfig {
                             seed,
                             work_s,
+                            coupling,
                             ..RunConfig::default()
                         };
                         turnaround(app, set, s, &c)
@@ -146,7 +155,11 @@ pub fn fig2(set: WorkloadSet, seeds: u64, work_s: f64) -> Fig2Set {
             (app.name, 100.0 * (ts - lq) / ts, 100.0 * (ts - qw) / ts)
         })
         .collect();
-    Fig2Set { set, rows }
+    Fig2Set {
+        set,
+        coupling,
+        rows,
+    }
 }
 
 fn write_svg(dir: &Option<PathBuf>, name: &str, svg: String) -> Result<(), SimError> {
@@ -199,54 +212,83 @@ fn bandwidth(args: &SimulateArgs, r: &mut SimReport) -> Result<(), SimError> {
     bandwidth_fig2(args, r, &labels)
 }
 
-/// Fig. 2: each workload set's improvement of mean turnaround over time-sharing.
+/// Fig. 2: each workload set's improvement of mean turnaround over time-sharing, for both
+/// couplings (the model's one assumption the paper does not settle, see [`Coupling`]).
 fn bandwidth_fig2(
     args: &SimulateArgs,
     r: &mut SimReport,
     labels: &[String],
 ) -> Result<(), SimError> {
     let t = &mut r.text;
-    let mut all = Vec::new();
+    let couplings = [Coupling::Barrier, Coupling::Yield];
+    let mut all: Vec<Fig2Set> = Vec::new();
     for set in WorkloadSet::ALL {
-        let f = fig2(set, args.seeds, args.work_s);
+        let per: Vec<Fig2Set> = couplings
+            .iter()
+            .map(|&c| fig2(set, args.seeds, args.work_s, c))
+            .collect();
         let _ = writeln!(
             t,
             "\nFig. 2 set {}: improvement of mean turnaround over time-sharing (%)",
             set.label()
         );
-        let _ = writeln!(t, "{:<11} {:>8} {:>8}", "app", "LQ", "QW");
-        for (name, lq, qw) in &f.rows {
-            let _ = writeln!(t, "{name:<11} {lq:>8.1} {qw:>8.1}");
+        let _ = writeln!(
+            t,
+            "{:<11} {:>8} {:>8} | {:>8} {:>8}",
+            "coupling", "barrier", "", "yield", ""
+        );
+        let _ = writeln!(
+            t,
+            "{:<11} {:>8} {:>8} | {:>8} {:>8}",
+            "app", "LQ", "QW", "LQ", "QW"
+        );
+        for (k, (name, lq, qw)) in per[0].rows.iter().enumerate() {
+            let (_, ylq, yqw) = per[1].rows[k];
+            let _ = writeln!(t, "{name:<11} {lq:>8.1} {qw:>8.1} | {ylq:>8.1} {yqw:>8.1}");
         }
-        let (lq, qw) = f.means();
-        let _ = writeln!(t, "{:<11} {lq:>8.1} {qw:>8.1}", "mean");
-        write_svg(
-            &args.svg_dir,
-            &format!("fig2-set-{:?}.svg", set).to_lowercase(),
-            svg::bars(
-                &format!(
-                    "Fig. 2 set {} (model): improvement over time-sharing",
-                    set.label()
-                ),
-                labels,
-                &[
-                    (
-                        "Latest Quantum".into(),
-                        f.rows.iter().map(|r| r.1).collect(),
+        let ((lq, qw), (ylq, yqw)) = (per[0].means(), per[1].means());
+        let _ = writeln!(
+            t,
+            "{:<11} {lq:>8.1} {qw:>8.1} | {ylq:>8.1} {yqw:>8.1}",
+            "mean"
+        );
+        for f in &per {
+            write_svg(
+                &args.svg_dir,
+                &format!("fig2-set-{:?}-{:?}.svg", set, f.coupling).to_lowercase(),
+                svg::bars(
+                    &format!(
+                        "Fig. 2 set {} (model, {:?} coupling): improvement over time-sharing",
+                        set.label(),
+                        f.coupling
                     ),
-                    ("Quanta Window".into(), f.rows.iter().map(|r| r.2).collect()),
-                ],
-                "%",
-            ),
-        )?;
-        all.push(f);
+                    labels,
+                    &[
+                        (
+                            "Latest Quantum".into(),
+                            f.rows.iter().map(|r| r.1).collect(),
+                        ),
+                        ("Quanta Window".into(), f.rows.iter().map(|r| r.2).collect()),
+                    ],
+                    "%",
+                ),
+            )?;
+        }
+        all.extend(per);
     }
-    let n = all.len() as f64;
-    let lq = all.iter().map(|f| f.means().0).sum::<f64>() / n;
-    let qw = all.iter().map(|f| f.means().1).sum::<f64>() / n;
+    for c in couplings {
+        let sets: Vec<&Fig2Set> = all.iter().filter(|f| f.coupling == c).collect();
+        let n = sets.len() as f64;
+        let lq = sets.iter().map(|f| f.means().0).sum::<f64>() / n;
+        let qw = sets.iter().map(|f| f.means().1).sum::<f64>() / n;
+        let _ = writeln!(
+            t,
+            "mean over the three sets, {c:?} coupling: LQ {lq:.1}%  QW {qw:.1}%"
+        );
+    }
     let _ = writeln!(
         t,
-        "\nmean over the three sets: LQ {lq:.1}%  QW {qw:.1}%  (paper: 26% both; set A 41% / 31%)"
+        "(paper: set A 41% / 31%, set B 13% / 21%, set C 26% / 25%; 26% both over all sets)"
     );
     r.fig2 = all;
     Ok(())

@@ -1,5 +1,8 @@
 //! `self-report`: the cumulative bytes the application publishes in its half of the control
-//! page (`AppSide::bandwidth`, written by partita-runtime from `partita_runtime::report_bytes`).
+//! page (`AppSide::bandwidth`, written by partita-runtime's client: the bytes the program reports
+//! through `partita_runtime::report_bytes` plus what the runtime measures itself, a perf-event
+//! counter on each worker for LLC misses where the CPU has a PMU — see
+//! `partita_runtime::measured_traffic` for whether it does and why not).
 
 use super::{AppRef, CounterError, CounterSource};
 use crate::alloc::AppId;

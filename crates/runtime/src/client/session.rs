@@ -167,7 +167,7 @@ pub(crate) fn run(
         side.tasks_run.store(p.tasks_run(), Ordering::Relaxed);
         side.idle_ns.store(p.idle_ns(), Ordering::Relaxed);
         side.bandwidth
-            .store(crate::traffic::reported_bytes(), Ordering::Relaxed);
+            .store(crate::traffic::published_bytes(), Ordering::Relaxed);
         side.heartbeat.store(monotonic_ns(), Ordering::Release);
         drop(p);
         if bell.broken.load(Ordering::Relaxed) {

@@ -1,0 +1,288 @@
+//! Traffic the runtime measures itself: every worker thread opens a perf-event counter on
+//! itself when it starts (with the `perf-event2` crate, as partita-manager's `perf-event`
+//! counter source does) and hands it to a process-wide list; the manager client sums the list
+//! each time it publishes (at least once per quantum). A worker that exits adds its final count
+//! to a retired total, so the published value never goes backwards.
+//!
+//! The event: last-level-cache misses, each one line of the LLC moved (the line size from
+//! sysfs), where the CPU exposes a PMU. Where it does not (virtual machines without PMU
+//! passthrough), nothing is counted and [`measured_traffic`] says why. `page-faults` (one page
+//! each) exists on every kernel and stands in for the hardware event in tests, through the same
+//! code path. The event is chosen once per process: by [`measure_traffic_with`] before the
+//! first worker starts, else by the environment variable `PARTITA_TRAFFIC_EVENT`
+//! (`llc-misses`, the default; `page-faults`; `off`).
+
+use perf_event::events::{Event, Hardware, Software};
+use perf_event::{Builder, Counter};
+use std::fmt;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+/// The environment variable that chooses the event.
+const ENV: &str = "PARTITA_TRAFFIC_EVENT";
+
+/// What each worker counts.
+///
+/// ```
+/// use partita_runtime::TrafficEvent;
+/// assert_eq!(TrafficEvent::parse("page-faults"), Ok(TrafficEvent::PageFaults));
+/// assert!(TrafficEvent::parse("cycles").unwrap_err().contains("llc-misses"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrafficEvent {
+    /// Last-level-cache misses (`PERF_COUNT_HW_CACHE_MISSES`), one LLC line each. Needs a PMU.
+    LlcMisses,
+    /// Page faults (software event, every kernel), one page each: the test stand-in.
+    PageFaults,
+}
+
+impl TrafficEvent {
+    /// Parse a `PARTITA_TRAFFIC_EVENT` value (`off` is handled by the caller); the error names
+    /// the accepted values.
+    pub fn parse(s: &str) -> Result<TrafficEvent, String> {
+        match s {
+            "llc-misses" => Ok(TrafficEvent::LlcMisses),
+            "page-faults" => Ok(TrafficEvent::PageFaults),
+            other => Err(format!(
+                "{ENV}={other:?}: unknown event (llc-misses, page-faults, off)"
+            )),
+        }
+    }
+
+    /// Bytes one event stands for: the LLC line size, or the page size.
+    pub fn bytes_per_event(self) -> u64 {
+        match self {
+            TrafficEvent::LlcMisses => llc_line_size(),
+            // SAFETY: sysconf has no memory-safety preconditions.
+            TrafficEvent::PageFaults => match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+                n if n > 0 => n as u64,
+                _ => 4096,
+            },
+        }
+    }
+
+    fn builder(self) -> Builder<'static> {
+        fn b(e: impl Event) -> Builder<'static> {
+            Builder::new(e)
+        }
+        match self {
+            TrafficEvent::LlcMisses => b(Hardware::CACHE_MISSES),
+            TrafficEvent::PageFaults => b(Software::PAGE_FAULTS),
+        }
+    }
+}
+
+impl fmt::Display for TrafficEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TrafficEvent::LlcMisses => "llc-misses",
+            TrafficEvent::PageFaults => "page-faults",
+        })
+    }
+}
+
+/// The line size of the highest cache level sysfs lists for CPU 0 (64 if it lists none).
+fn llc_line_size() -> u64 {
+    let read = |p: std::path::PathBuf| std::fs::read_to_string(p).ok()?.trim().parse::<u64>().ok();
+    let Ok(dir) = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache") else {
+        return 64;
+    };
+    dir.filter_map(|e| {
+        let p = e.ok()?.path();
+        Some((read(p.join("level"))?, read(p.join("coherency_line_size"))?))
+    })
+    .max()
+    .map_or(64, |(_, line)| line)
+}
+
+/// Whether the runtime measures traffic, and how; or why not.
+///
+/// ```
+/// match partita_runtime::measured_traffic() {
+///     partita_runtime::MeasuredTraffic::Counting { event, bytes_per_event } => {
+///         println!("counting {event}, {bytes_per_event} bytes each")
+///     }
+///     partita_runtime::MeasuredTraffic::Skipped(why) => println!("not measured: {why}"),
+/// }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MeasuredTraffic {
+    /// Every worker counts `event`; each one is `bytes_per_event` bytes.
+    Counting {
+        /// The event.
+        event: TrafficEvent,
+        /// Bytes per event.
+        bytes_per_event: u64,
+    },
+    /// Nothing is measured, for this reason.
+    Skipped(String),
+}
+
+static CHOICE: OnceLock<MeasuredTraffic> = OnceLock::new();
+
+/// Choose the event before any worker has started (tests; programs that know better than the
+/// environment). Returns the choice in force: `event`'s, or the one made earlier (by an
+/// earlier call or by the first worker of the process, from `PARTITA_TRAFFIC_EVENT`).
+pub fn measure_traffic_with(event: TrafficEvent) -> MeasuredTraffic {
+    CHOICE.get_or_init(|| probe(event)).clone()
+}
+
+/// What the runtime measures in this process (decided when its first worker starts, or now).
+pub fn measured_traffic() -> MeasuredTraffic {
+    choice().clone()
+}
+
+fn choice() -> &'static MeasuredTraffic {
+    CHOICE.get_or_init(|| {
+        let m = match std::env::var(ENV) {
+            Err(std::env::VarError::NotPresent) => probe(TrafficEvent::LlcMisses),
+            Err(std::env::VarError::NotUnicode(v)) => {
+                MeasuredTraffic::Skipped(format!("{ENV}={v:?}: not UTF-8"))
+            }
+            Ok(v) if v == "off" => MeasuredTraffic::Skipped(format!("{ENV}=off")),
+            Ok(v) => match TrafficEvent::parse(&v) {
+                Ok(e) => probe(e),
+                Err(why) => MeasuredTraffic::Skipped(why),
+            },
+        };
+        if let MeasuredTraffic::Skipped(why) = &m {
+            tracing::info!("partita-runtime measures no memory traffic: {why}");
+        }
+        m
+    })
+}
+
+/// Can `event` be opened on this thread? The reason names the call and, for the usual
+/// errors, the likely cause.
+fn probe(event: TrafficEvent) -> MeasuredTraffic {
+    match event.builder().build() {
+        Ok(_) => MeasuredTraffic::Counting {
+            event,
+            bytes_per_event: event.bytes_per_event(),
+        },
+        Err(e) => {
+            let hint = match (event, e.raw_os_error()) {
+                (TrafficEvent::LlcMisses, Some(libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV)) => {
+                    " (no hardware PMU exposed: a virtual machine without PMU passthrough?)"
+                }
+                (_, Some(libc::EACCES | libc::EPERM)) => {
+                    " (not permitted: see /proc/sys/kernel/perf_event_paranoid)"
+                }
+                _ => "",
+            };
+            MeasuredTraffic::Skipped(format!("perf_event_open({event}): {e}{hint}"))
+        }
+    }
+}
+
+/// The open counters (a slot per live worker that could open one; `last` keeps the latest
+/// good reading in case a read fails) and the counts of workers that exited.
+struct Counters {
+    slots: Vec<Option<(Counter, u64)>>,
+    retired: u64,
+}
+
+static COUNTERS: Mutex<Counters> = Mutex::new(Counters {
+    slots: Vec::new(),
+    retired: 0,
+});
+
+fn counters() -> MutexGuard<'static, Counters> {
+    // The list stays consistent even if a holder panicked (every update is one assignment).
+    COUNTERS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A worker's counter, open while the worker runs (held by its main loop).
+pub(crate) struct WorkerCounter {
+    slot: Option<usize>,
+}
+
+impl WorkerCounter {
+    /// Open a counter on the calling thread, if the process measures traffic. A failure here
+    /// (say, out of descriptors) loses this worker's traffic, not the worker.
+    pub(crate) fn open() -> WorkerCounter {
+        let MeasuredTraffic::Counting { event, .. } = *choice() else {
+            return WorkerCounter { slot: None };
+        };
+        let counter = match event.builder().enabled(true).build() {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::debug!("perf_event_open({event}) for a worker: {e}");
+                return WorkerCounter { slot: None };
+            }
+        };
+        let mut list = counters();
+        let slot = match list.slots.iter().position(Option::is_none) {
+            Some(i) => i,
+            None => {
+                list.slots.push(None);
+                list.slots.len() - 1
+            }
+        };
+        list.slots[slot] = Some((counter, 0));
+        WorkerCounter { slot: Some(slot) }
+    }
+}
+
+impl Drop for WorkerCounter {
+    fn drop(&mut self) {
+        let Some(slot) = self.slot else { return };
+        let mut list = counters();
+        if let Some((mut c, last)) = list.slots.get_mut(slot).and_then(Option::take) {
+            let last_count = c.read().unwrap_or(last).max(last);
+            list.retired = list.retired.saturating_add(last_count);
+        }
+    }
+}
+
+/// Bytes the workers' counters have seen since the process started (0 when nothing is
+/// measured). One `read` per live worker.
+pub fn measured_bytes() -> u64 {
+    let MeasuredTraffic::Counting {
+        bytes_per_event, ..
+    } = *choice()
+    else {
+        return 0;
+    };
+    let mut list = counters();
+    let mut events = list.retired;
+    for (c, last) in list.slots.iter_mut().flatten() {
+        *last = c.read().unwrap_or(*last).max(*last);
+        events = events.saturating_add(*last);
+    }
+    events.saturating_mul(bytes_per_event)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hardware_event_counts_or_says_why() {
+        match probe(TrafficEvent::LlcMisses) {
+            MeasuredTraffic::Counting {
+                bytes_per_event, ..
+            } => {
+                assert!(bytes_per_event.is_power_of_two())
+            }
+            MeasuredTraffic::Skipped(why) => {
+                assert!(why.starts_with("perf_event_open(llc-misses)"), "{why}")
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_event_names_the_variable_and_the_choices() {
+        let e = TrafficEvent::parse("").unwrap_err();
+        assert!(e.contains(ENV) && e.contains("page-faults"), "{e}");
+    }
+
+    #[test]
+    fn line_and_page_sizes_are_sane() {
+        let line = TrafficEvent::LlcMisses.bytes_per_event();
+        assert!(
+            (16..=512).contains(&line) && line.is_power_of_two(),
+            "{line}"
+        );
+        assert!(TrafficEvent::PageFaults.bytes_per_event() >= 4096);
+    }
+}
