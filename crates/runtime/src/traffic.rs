@@ -1,6 +1,6 @@
 //! The application's memory traffic, published in its half of the control page
 //! (`AppSide::bandwidth`), where the manager's bandwidth policy reads it when no counter of its
-//! own is available (counter source `self-report`). Two parts, added:
+//! own is available (counter source `self-report`). Two estimates of the same bytes:
 //!
 //! - what the application reports: a program that knows how many bytes it moves (a streaming
 //!   kernel, a copy loop) calls [`report_bytes`];
@@ -8,8 +8,8 @@
 //!   thread, last-level-cache misses × line size where the CPU has a PMU, skipped with a
 //!   reason ([`measured_traffic`]) where it has none.
 //!
-//! The two are added, so a program that runs where the PMU counts should not also report the
-//! bytes its workers stream: they would be counted twice.
+//! The page carries the larger of the two: a program that reports the bytes its workers stream
+//! is measured streaming them too, so adding them would count its traffic twice.
 
 mod measured;
 
@@ -39,8 +39,8 @@ pub fn reported_bytes() -> u64 {
     REPORTED.load(Ordering::Relaxed)
 }
 
-/// What the control page carries: reported plus measured bytes, cumulative (never decreasing,
-/// also when workers exit).
+/// What the control page carries: the larger of reported and measured bytes, cumulative (never
+/// decreasing, also when workers exit, since both parts never decrease).
 ///
 /// ```
 /// let before = partita_runtime::published_bytes();
@@ -48,5 +48,5 @@ pub fn reported_bytes() -> u64 {
 /// assert!(partita_runtime::published_bytes() >= before + 4096);
 /// ```
 pub fn published_bytes() -> u64 {
-    reported_bytes().saturating_add(measured_bytes())
+    reported_bytes().max(measured_bytes())
 }
