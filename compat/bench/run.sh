@@ -4,11 +4,21 @@
 # first one alternating between rounds; each run is a fresh process. Prints the median seconds
 # and the ratio partita / rayon-core (below 1: partita is faster).
 # Usage: compat/bench/run.sh [rounds]   (default 5)
+#
+# ALIGN_FUNCTIONS=1 builds both sides with every function 64-byte aligned
+# (`-C llvm-args=-align-all-functions=6`). The two binaries hold separate copies of the same
+# inner loops (fib_seq, the sort kernels) at different addresses, and on this machine that
+# placement alone moved a loop's time by 7-12% (docs/bench/runtime.md, 2026-11-26); aligning
+# both sides the same way measures the runtimes rather than where the linker put the loops.
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(cd ../.. && pwd)
 ROUNDS=${1:-5}
 export CARGO_TARGET_DIR=$ROOT/target/rayon-compat-bench
+if [[ ${ALIGN_FUNCTIONS:-0} == 1 ]]; then
+  export RUSTFLAGS="${RUSTFLAGS:-} -C llvm-args=-align-all-functions=6"
+  CARGO_TARGET_DIR+=-aligned
+fi
 for v in stock partita; do
   cargo build --release --quiet --manifest-path "$v/Cargo.toml"
 done
@@ -27,7 +37,7 @@ for ((r = 0; r < ROUNDS; r++)); do
   done
 done
 median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
-echo "rounds: $ROUNDS, threads: ${RAYON_NUM_THREADS:-$(nproc)} (RAYON_NUM_THREADS or CPUs), $(date -u +%F)"
+echo "rounds: $ROUNDS, aligned functions: ${ALIGN_FUNCTIONS:-0}, threads: ${RAYON_NUM_THREADS:-$(nproc)} (RAYON_NUM_THREADS or CPUs), $(date -u +%F)"
 printf '| %-13s | %14s | %14s | %18s | %17s |\n' workload "rayon-core (s)" "partita (s)" \
   "partita/rayon-core" "per-round ratios"
 printf '|%s|%s|%s|%s|%s|\n' --------------- ---------------- ---------------- \
