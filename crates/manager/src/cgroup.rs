@@ -72,8 +72,8 @@ pub(crate) fn owner_dead(name: &str) -> bool {
     }
 }
 
-/// Find the cpuset hierarchy (v2 with `cpuset` available first, then v1) and this process's
-/// own cgroup in it, from `/proc/self/mounts` and `/proc/self/cgroup`.
+/// Find the cpuset hierarchy (v2 with `cpuset` available to this process's cgroup first, then
+/// v1) and this process's own cgroup in it, from `/proc/self/mounts` and `/proc/self/cgroup`.
 pub(crate) fn detect() -> Option<Hierarchy> {
     let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
     let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
@@ -96,14 +96,14 @@ pub(crate) fn detect() -> Option<Hierarchy> {
             continue;
         }
         if f[2] == "cgroup2" {
-            let root = PathBuf::from(f[1]);
-            let ctrl = std::fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
-            if ctrl.split_whitespace().any(|c| c == "cpuset") {
-                if let Some(p) = own_path(true) {
-                    return Some(Hierarchy {
-                        v2: true,
-                        own: join_cgroup(&root, &p),
-                    });
+            // Usable when cpuset is available to the manager's own cgroup (its parent
+            // delegates it), not merely mounted: only then can it be enabled below.
+            if let Some(p) = own_path(true) {
+                let own = join_cgroup(Path::new(f[1]), &p);
+                let ctrl =
+                    std::fs::read_to_string(own.join("cgroup.controllers")).unwrap_or_default();
+                if ctrl.split_whitespace().any(|c| c == "cpuset") {
+                    return Some(Hierarchy { v2: true, own });
                 }
             }
         } else if f[2] == "cgroup" && f[3].split(',').any(|o| o == "cpuset") && v1.is_none() {

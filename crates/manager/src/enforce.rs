@@ -13,9 +13,12 @@
 //! - Every process is named by a [`ProcRef`] (pid + pidfd) and checked alive before each act.
 //! - Nothing survives the manager: [`Enforcer::restore_all`] puts back every affinity, moves
 //!   every process back to the cgroup it came from, removes every cgroup it created and
-//!   undoes the `+cpuset` it added to `cgroup.subtree_control`.
+//!   undoes the `+cpuset` it added to `cgroup.subtree_control`. Each of these changes is
+//!   written to the [`Journal`] before it is made, so that when the manager dies without
+//!   cleaning up (SIGKILL), the next one undoes them ([`journal::sweep`]).
 
 use crate::cgroup::{self, Hierarchy};
+use crate::journal::{self, Journal};
 use crate::proc_ref::ProcRef;
 use crate::sys::{self, SysError};
 use partita_protocol::CpuSet;
@@ -78,6 +81,8 @@ pub struct Enforcer {
     /// Where this manager wrote `+cpuset` into `cgroup.subtree_control` (v2), to undo it.
     added_subtree: Option<PathBuf>,
     managed: CpuSet,
+    /// Every change above, persisted before it is made (none: nothing survives a SIGKILL).
+    journal: Option<Journal>,
 }
 
 impl Enforcer {
@@ -89,6 +94,25 @@ impl Enforcer {
     /// assert_eq!(e.confinement().name(), "affinity");
     /// ```
     pub fn new(use_cgroups: bool, managed: CpuSet) -> Enforcer {
+        Enforcer::with_journal(use_cgroups, managed, None)
+    }
+
+    /// [`Enforcer::new`] with a journal in `state_dir` (the socket's directory): first undo
+    /// the journals dead managers left there ([`journal::sweep`]), then sweep cgroups, then
+    /// journal every change this one makes.
+    ///
+    /// ```
+    /// let dir = std::env::temp_dir();
+    /// let e = partita_manager::enforce::Enforcer::with_journal(false, [0].into_iter().collect(), Some(&dir));
+    /// assert_eq!(e.confinement().name(), "affinity");
+    /// ```
+    pub fn with_journal(use_cgroups: bool, managed: CpuSet, state_dir: Option<&Path>) -> Enforcer {
+        if let Some(dir) = state_dir {
+            let s = journal::sweep(dir);
+            if s != journal::Swept::default() {
+                tracing::info!(?s, "undid what dead managers left");
+            }
+        }
         let hierarchy = if use_cgroups { cgroup::detect() } else { None };
         let hierarchy = hierarchy.filter(|h| {
             cgroup::sweep(&h.own);
@@ -107,6 +131,7 @@ impl Enforcer {
             moved: BTreeMap::new(),
             added_subtree: None,
             managed,
+            journal: state_dir.map(Journal::new),
         }
     }
 
@@ -174,6 +199,13 @@ impl Enforcer {
         let stale = self.original.get(&p.pid()).is_some_and(|o| !o.proc.alive());
         if stale || !self.original.contains_key(&p.pid()) {
             let mask = sys::get_affinity(p.pid())?;
+            self.prune_dead();
+            // Journalled before the first narrowing, so that a later manager can undo it.
+            if let Some(j) = &mut self.journal {
+                if !j.affinity(p, &mask) {
+                    return Err(gone());
+                }
+            }
             let orig = Original {
                 proc: p.clone(),
                 mask,
@@ -244,7 +276,16 @@ impl Enforcer {
                 source: std::io::Error::from_raw_os_error(libc::ESRCH),
             });
         }
-        sys::write_file(&dir.join("cgroup.procs"), &proc.pid().to_string())?;
+        if let Some(j) = &mut self.journal {
+            j.moved(proc, &origin);
+        }
+        let r = sys::write_file(&dir.join("cgroup.procs"), &proc.pid().to_string());
+        if let Err(e) = r {
+            if let Some(j) = &mut self.journal {
+                j.forget(proc.pid());
+            }
+            return Err(e);
+        }
         self.moved.insert(proc.pid(), (proc.clone(), origin));
         Ok(*cpus)
     }
@@ -300,8 +341,25 @@ impl Enforcer {
     /// e.forget_dead();
     /// ```
     pub fn forget_dead(&mut self) {
-        self.original.retain(|_, o| o.proc.alive());
+        self.prune_dead();
         self.moved.retain(|_, (p, _)| p.alive());
+        let (original, moved) = (&self.original, &self.moved);
+        if let Some(j) = &mut self.journal {
+            j.retain(|pid| original.contains_key(&pid) || moved.contains_key(&pid));
+        }
+    }
+
+    /// Drop the original masks of processes that exited (and their journal entries), so
+    /// neither grows with every process ever confined.
+    fn prune_dead(&mut self) {
+        let before = self.original.len();
+        self.original.retain(|_, o| o.proc.alive());
+        if self.original.len() != before {
+            let (original, moved) = (&self.original, &self.moved);
+            if let Some(j) = &mut self.journal {
+                j.retain(|pid| original.contains_key(&pid) || moved.contains_key(&pid));
+            }
+        }
     }
 
     /// Restore the affinity of every thread of `proc` to the process's original mask (an
@@ -315,6 +373,11 @@ impl Enforcer {
     pub fn restore_process(&mut self, proc: &ProcRef) {
         if let Some(o) = self.original.remove(&proc.pid()) {
             restore_affinity(&o);
+            if !self.moved.contains_key(&proc.pid()) {
+                if let Some(j) = &mut self.journal {
+                    j.forget(proc.pid());
+                }
+            }
         }
     }
 
@@ -359,6 +422,9 @@ impl Enforcer {
         if let Some(dir) = self.added_subtree.take() {
             let _ = std::fs::write(dir.join("cgroup.subtree_control"), "-cpuset");
         }
+        if let Some(j) = &mut self.journal {
+            j.clear();
+        }
     }
 
     fn partition_cgroup(&mut self, root: &Path, partition: &str) -> Result<PathBuf, SysError> {
@@ -370,9 +436,15 @@ impl Enforcer {
                 let ctl = parent.join("cgroup.subtree_control");
                 let had = std::fs::read_to_string(&ctl).unwrap_or_default();
                 if !had.split_whitespace().any(|c| c == "cpuset") {
+                    if let Some(j) = &mut self.journal {
+                        j.subtree(parent);
+                    }
                     sys::write_file(&ctl, "+cpuset")?;
                     self.added_subtree = Some(parent.to_path_buf());
                 }
+            }
+            if let Some(j) = &mut self.journal {
+                j.root(root);
             }
             std::fs::create_dir(root).map_err(|source| SysError {
                 call: format!("mkdir {}", root.display()),
