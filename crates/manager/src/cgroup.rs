@@ -150,13 +150,36 @@ pub(crate) fn mount_of(own: &Path) -> PathBuf {
     cur
 }
 
-/// Processes in a cgroup directory.
+/// Processes in a cgroup directory. A threaded v2 cgroup refuses to list `cgroup.procs`
+/// (EOPNOTSUPP): then the processes of the threads in `cgroup.threads`.
 pub(crate) fn procs(dir: &Path) -> Vec<i32> {
-    std::fs::read_to_string(dir.join("cgroup.procs"))
+    let ids = |file: &str| -> Option<Vec<i32>> {
+        let text = std::fs::read_to_string(dir.join(file)).ok()?;
+        Some(
+            text.split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect(),
+        )
+    };
+    if let Some(p) = ids("cgroup.procs") {
+        return p;
+    }
+    let mut out: Vec<i32> = ids("cgroup.threads")
         .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|x| x.parse().ok())
-        .collect()
+        .into_iter()
+        .filter_map(tgid)
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The process (thread group) a thread belongs to.
+fn tgid(tid: i32) -> Option<i32> {
+    let text = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// Move every process of `dir` (and its subdirectories) to `to`, then remove the directories,

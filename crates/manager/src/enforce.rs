@@ -268,7 +268,28 @@ impl Enforcer {
             // Moving it would take it out of its own cgroup's limits: affinity instead.
             return self.confine_process(proc, cpus, true);
         };
-        let dir = self.partition_cgroup(&root, partition)?;
+        match self.move_into(&root, partition, proc, cpus, origin) {
+            Ok(()) => Ok(*cpus),
+            Err(e) if proc.alive() => {
+                // A hierarchy that refuses (say, domain controllers delegated below the
+                // manager's cgroup): the process is still confined, by affinity.
+                tracing::warn!(pid = proc.pid(), error = %e, "cannot use the cpuset cgroup; confining by affinity");
+                self.confine_process(proc, cpus, true)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Into the partition's cgroup (created with `cpus`), journalled before the move.
+    fn move_into(
+        &mut self,
+        root: &Path,
+        partition: &str,
+        proc: &ProcRef,
+        cpus: &CpuSet,
+        origin: PathBuf,
+    ) -> Result<(), SysError> {
+        let dir = self.partition_cgroup(root, partition)?;
         self.set_cgroup_cpus(&dir, cpus)?;
         if !proc.alive() {
             return Err(SysError {
@@ -287,7 +308,7 @@ impl Enforcer {
             return Err(e);
         }
         self.moved.insert(proc.pid(), (proc.clone(), origin));
-        Ok(*cpus)
+        Ok(())
     }
 
     /// Change the CPU set of a partition's uncontrolled processes: its cgroup's, and the
@@ -474,6 +495,17 @@ impl Enforcer {
                 sys::write_file(&dir.join("cpuset.cpus"), &self.managed.to_string())
             }
             Confinement::CgroupV2(root) => {
+                // Below a cgroup with processes (the manager's own, unless it is the
+                // hierarchy's root) enabling cpuset made that cgroup a thread root: children
+                // must be threaded (they stay in its resource domain, so a process moved in
+                // keeps its memory and pids limits).
+                if self
+                    .hierarchy
+                    .as_ref()
+                    .is_some_and(|h| cgroup::mount_of(&h.own) != h.own)
+                {
+                    sys::write_file(&dir.join("cgroup.type"), "threaded")?;
+                }
                 // Our own root has no processes, so it may enable cpuset for its children.
                 if dir == root {
                     sys::write_file(&dir.join("cgroup.subtree_control"), "+cpuset")?;
