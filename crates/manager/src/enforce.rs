@@ -297,6 +297,7 @@ impl Enforcer {
                 source: std::io::Error::from_raw_os_error(libc::ESRCH),
             });
         }
+        self.prune_dead();
         if let Some(j) = &mut self.journal {
             j.moved(proc, &origin);
         }
@@ -363,22 +364,21 @@ impl Enforcer {
     /// ```
     pub fn forget_dead(&mut self) {
         self.prune_dead();
-        self.moved.retain(|_, (p, _)| p.alive());
-        let (original, moved) = (&self.original, &self.moved);
-        if let Some(j) = &mut self.journal {
-            j.retain(|pid| original.contains_key(&pid) || moved.contains_key(&pid));
-        }
     }
 
-    /// Drop the original masks of processes that exited (and their journal entries), so
+    /// Drop what was recorded about processes that exited (and their journal entries), so
     /// neither grows with every process ever confined.
     fn prune_dead(&mut self) {
-        let before = self.original.len();
+        let before = (self.original.len(), self.moved.len());
         self.original.retain(|_, o| o.proc.alive());
-        if self.original.len() != before {
+        self.moved.retain(|_, (p, _)| p.alive());
+        if (self.original.len(), self.moved.len()) != before {
             let (original, moved) = (&self.original, &self.moved);
             if let Some(j) = &mut self.journal {
-                j.retain(|pid| original.contains_key(&pid) || moved.contains_key(&pid));
+                j.retain(
+                    |pid| original.contains_key(&pid),
+                    |pid| moved.contains_key(&pid),
+                );
             }
         }
     }
@@ -394,10 +394,9 @@ impl Enforcer {
     pub fn restore_process(&mut self, proc: &ProcRef) {
         if let Some(o) = self.original.remove(&proc.pid()) {
             restore_affinity(&o);
-            if !self.moved.contains_key(&proc.pid()) {
-                if let Some(j) = &mut self.journal {
-                    j.forget(proc.pid());
-                }
+            if let Some(j) = &mut self.journal {
+                let pid = proc.pid();
+                j.retain(|p| p != pid, |_| true);
             }
         }
     }

@@ -233,11 +233,12 @@ impl Journal {
         }
     }
 
-    /// Keep only the processes for which `keep(pid)` holds.
-    pub fn retain(&mut self, keep: impl Fn(i32) -> bool) {
+    /// Keep only the affinities of processes for which `affinity(pid)` holds and the moves of
+    /// those for which `moved(pid)` does.
+    pub fn retain(&mut self, affinity: impl Fn(i32) -> bool, moved: impl Fn(i32) -> bool) {
         let before = (self.record.affinity.len(), self.record.moved.len());
-        self.record.affinity.retain(|p, _| keep(*p));
-        self.record.moved.retain(|p, _| keep(*p));
+        self.record.affinity.retain(|p, _| affinity(*p));
+        self.record.moved.retain(|p, _| moved(*p));
         if before != (self.record.affinity.len(), self.record.moved.len()) {
             self.flush();
         }
