@@ -459,7 +459,12 @@ impl Enforcer {
                     if let Some(j) = &mut self.journal {
                         j.subtree(parent);
                     }
-                    sys::write_file(&ctl, "+cpuset")?;
+                    if let Err(e) = sys::write_file(&ctl, "+cpuset") {
+                        if let Some(j) = &mut self.journal {
+                            j.subtree_not_added();
+                        }
+                        return Err(e);
+                    }
                     self.added_subtree = Some(parent.to_path_buf());
                 }
             }

@@ -224,6 +224,13 @@ impl Journal {
         }
     }
 
+    /// Writing `+cpuset` failed: nothing to undo there.
+    pub fn subtree_not_added(&mut self) {
+        if self.record.subtree.take().is_some() {
+            self.flush();
+        }
+    }
+
     /// Forget a process (its affinity was restored or it left its cgroup).
     pub fn forget(&mut self, pid: i32) {
         let a = self.record.affinity.remove(&pid).is_some();
