@@ -25,6 +25,11 @@ pub struct ServeArgs {
     /// Allow --metrics on a non-loopback address (the endpoint has no authentication).
     #[arg(long, requires = "metrics")]
     metrics_public: bool,
+    /// Do not serve: undo what managers that died without cleaning up left (affinities from
+    /// their journals next to the socket, cgroups, `+cpuset`), print a summary and exit. A
+    /// starting manager does the same first.
+    #[arg(long)]
+    cleanup: bool,
 }
 
 /// How `serve` writes its log.
@@ -68,6 +73,14 @@ pub fn serve(args: &ServeArgs) -> CliResult {
     let config = load_config(args.config.as_deref())?;
     let (default_socket, system) = partita_manager::default_serve_socket();
     let socket = args.socket.clone().unwrap_or(default_socket);
+    if args.cleanup {
+        let s = partita_manager::cleanup(&socket);
+        println!(
+            "journals undone: {}, affinities restored: {}, moved back: {}, discarded: {}, untrusted journals: {}, cgroups removed: {}",
+            s.journals, s.restored, s.moved_back, s.discarded, s.untrusted, s.cgroups
+        );
+        return Ok(());
+    }
     let metrics = args
         .metrics
         .as_deref()

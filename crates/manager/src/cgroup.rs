@@ -72,8 +72,8 @@ pub(crate) fn owner_dead(name: &str) -> bool {
     }
 }
 
-/// Find the cpuset hierarchy (v2 with `cpuset` available first, then v1) and this process's
-/// own cgroup in it, from `/proc/self/mounts` and `/proc/self/cgroup`.
+/// Find the cpuset hierarchy (v2 with `cpuset` available to this process's cgroup first, then
+/// v1) and this process's own cgroup in it, from `/proc/self/mounts` and `/proc/self/cgroup`.
 pub(crate) fn detect() -> Option<Hierarchy> {
     let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
     let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
@@ -96,14 +96,14 @@ pub(crate) fn detect() -> Option<Hierarchy> {
             continue;
         }
         if f[2] == "cgroup2" {
-            let root = PathBuf::from(f[1]);
-            let ctrl = std::fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
-            if ctrl.split_whitespace().any(|c| c == "cpuset") {
-                if let Some(p) = own_path(true) {
-                    return Some(Hierarchy {
-                        v2: true,
-                        own: join_cgroup(&root, &p),
-                    });
+            // Usable when cpuset is available to the manager's own cgroup (its parent
+            // delegates it), not merely mounted: only then can it be enabled below.
+            if let Some(p) = own_path(true) {
+                let own = join_cgroup(Path::new(f[1]), &p);
+                let ctrl =
+                    std::fs::read_to_string(own.join("cgroup.controllers")).unwrap_or_default();
+                if ctrl.split_whitespace().any(|c| c == "cpuset") {
+                    return Some(Hierarchy { v2: true, own });
                 }
             }
         } else if f[2] == "cgroup" && f[3].split(',').any(|o| o == "cpuset") && v1.is_none() {
@@ -150,13 +150,36 @@ pub(crate) fn mount_of(own: &Path) -> PathBuf {
     cur
 }
 
-/// Processes in a cgroup directory.
+/// Processes in a cgroup directory. A threaded v2 cgroup refuses to list `cgroup.procs`
+/// (EOPNOTSUPP): then the processes of the threads in `cgroup.threads`.
 pub(crate) fn procs(dir: &Path) -> Vec<i32> {
-    std::fs::read_to_string(dir.join("cgroup.procs"))
+    let ids = |file: &str| -> Option<Vec<i32>> {
+        let text = std::fs::read_to_string(dir.join(file)).ok()?;
+        Some(
+            text.split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect(),
+        )
+    };
+    if let Some(p) = ids("cgroup.procs") {
+        return p;
+    }
+    let mut out: Vec<i32> = ids("cgroup.threads")
         .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|x| x.parse().ok())
-        .collect()
+        .into_iter()
+        .filter_map(tgid)
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The process (thread group) a thread belongs to.
+fn tgid(tid: i32) -> Option<i32> {
+    let text = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// Move every process of `dir` (and its subdirectories) to `to`, then remove the directories,

@@ -144,7 +144,8 @@ pub(crate) fn bind(
 }
 
 /// Build the shared state.
-pub(crate) fn shared(config: Config) -> Result<Arc<Shared>, Error> {
+/// `state_dir` (the socket's directory) holds the journal (see [`crate::journal`]).
+pub(crate) fn shared(config: Config, state_dir: Option<&Path>) -> Result<Arc<Shared>, Error> {
     config.validate().map_err(Error::Config)?;
     let managed = managed_cpus(&config)?;
     crate::config::check_fixed_cpus(&config, managed.len()).map_err(Error::Config)?;
@@ -159,7 +160,7 @@ pub(crate) fn shared(config: Config) -> Result<Arc<Shared>, Error> {
         Err(e) => tracing::warn!(error = %e, "cannot raise RLIMIT_NOFILE"),
     }
     let conns = ConnLimits::new(config.max_connections, config.max_connections_per_uid);
-    let enforcer = Enforcer::new(config.cgroups, managed);
+    let enforcer = Enforcer::with_journal(config.cgroups, managed, state_dir);
     let confinement = enforcer.confinement().name();
     Ok(Arc::new(Shared {
         registry: Mutex::new(Registry::new(config, managed, confinement)),
@@ -660,7 +661,7 @@ mod tests {
             control: Control::PartitionOnly,
             ..Config::default()
         };
-        let shared = shared(c).unwrap();
+        let shared = shared(c, None).unwrap();
         let pid = std::process::id() as i32;
         let req = Registration {
             pid,

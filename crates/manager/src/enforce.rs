@@ -13,9 +13,12 @@
 //! - Every process is named by a [`ProcRef`] (pid + pidfd) and checked alive before each act.
 //! - Nothing survives the manager: [`Enforcer::restore_all`] puts back every affinity, moves
 //!   every process back to the cgroup it came from, removes every cgroup it created and
-//!   undoes the `+cpuset` it added to `cgroup.subtree_control`.
+//!   undoes the `+cpuset` it added to `cgroup.subtree_control`. Each of these changes is
+//!   written to the [`Journal`] before it is made, so that when the manager dies without
+//!   cleaning up (SIGKILL), the next one undoes them ([`journal::sweep`]).
 
 use crate::cgroup::{self, Hierarchy};
+use crate::journal::{self, Journal};
 use crate::proc_ref::ProcRef;
 use crate::sys::{self, SysError};
 use partita_protocol::CpuSet;
@@ -78,6 +81,8 @@ pub struct Enforcer {
     /// Where this manager wrote `+cpuset` into `cgroup.subtree_control` (v2), to undo it.
     added_subtree: Option<PathBuf>,
     managed: CpuSet,
+    /// Every change above, persisted before it is made (none: nothing survives a SIGKILL).
+    journal: Option<Journal>,
 }
 
 impl Enforcer {
@@ -89,6 +94,25 @@ impl Enforcer {
     /// assert_eq!(e.confinement().name(), "affinity");
     /// ```
     pub fn new(use_cgroups: bool, managed: CpuSet) -> Enforcer {
+        Enforcer::with_journal(use_cgroups, managed, None)
+    }
+
+    /// [`Enforcer::new`] with a journal in `state_dir` (the socket's directory): first undo
+    /// the journals dead managers left there ([`journal::sweep`]), then sweep cgroups, then
+    /// journal every change this one makes.
+    ///
+    /// ```
+    /// let dir = std::env::temp_dir();
+    /// let e = partita_manager::enforce::Enforcer::with_journal(false, [0].into_iter().collect(), Some(&dir));
+    /// assert_eq!(e.confinement().name(), "affinity");
+    /// ```
+    pub fn with_journal(use_cgroups: bool, managed: CpuSet, state_dir: Option<&Path>) -> Enforcer {
+        if let Some(dir) = state_dir {
+            let s = journal::sweep(dir);
+            if s != journal::Swept::default() {
+                tracing::info!(?s, "undid what dead managers left");
+            }
+        }
         let hierarchy = if use_cgroups { cgroup::detect() } else { None };
         let hierarchy = hierarchy.filter(|h| {
             cgroup::sweep(&h.own);
@@ -107,6 +131,7 @@ impl Enforcer {
             moved: BTreeMap::new(),
             added_subtree: None,
             managed,
+            journal: state_dir.map(Journal::new),
         }
     }
 
@@ -174,6 +199,13 @@ impl Enforcer {
         let stale = self.original.get(&p.pid()).is_some_and(|o| !o.proc.alive());
         if stale || !self.original.contains_key(&p.pid()) {
             let mask = sys::get_affinity(p.pid())?;
+            self.prune_dead();
+            // Journalled before the first narrowing, so that a later manager can undo it.
+            if let Some(j) = &mut self.journal {
+                if !j.affinity(p, &mask) {
+                    return Err(gone());
+                }
+            }
             let orig = Original {
                 proc: p.clone(),
                 mask,
@@ -236,7 +268,28 @@ impl Enforcer {
             // Moving it would take it out of its own cgroup's limits: affinity instead.
             return self.confine_process(proc, cpus, true);
         };
-        let dir = self.partition_cgroup(&root, partition)?;
+        match self.move_into(&root, partition, proc, cpus, origin) {
+            Ok(()) => Ok(*cpus),
+            Err(e) if proc.alive() => {
+                // A hierarchy that refuses (say, domain controllers delegated below the
+                // manager's cgroup): the process is still confined, by affinity.
+                tracing::warn!(pid = proc.pid(), error = %e, "cannot use the cpuset cgroup; confining by affinity");
+                self.confine_process(proc, cpus, true)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Into the partition's cgroup (created with `cpus`), journalled before the move.
+    fn move_into(
+        &mut self,
+        root: &Path,
+        partition: &str,
+        proc: &ProcRef,
+        cpus: &CpuSet,
+        origin: PathBuf,
+    ) -> Result<(), SysError> {
+        let dir = self.partition_cgroup(root, partition)?;
         self.set_cgroup_cpus(&dir, cpus)?;
         if !proc.alive() {
             return Err(SysError {
@@ -244,9 +297,19 @@ impl Enforcer {
                 source: std::io::Error::from_raw_os_error(libc::ESRCH),
             });
         }
-        sys::write_file(&dir.join("cgroup.procs"), &proc.pid().to_string())?;
+        self.prune_dead();
+        if let Some(j) = &mut self.journal {
+            j.moved(proc, &origin);
+        }
+        let r = sys::write_file(&dir.join("cgroup.procs"), &proc.pid().to_string());
+        if let Err(e) = r {
+            if let Some(j) = &mut self.journal {
+                j.forget(proc.pid());
+            }
+            return Err(e);
+        }
         self.moved.insert(proc.pid(), (proc.clone(), origin));
-        Ok(*cpus)
+        Ok(())
     }
 
     /// Change the CPU set of a partition's uncontrolled processes: its cgroup's, and the
@@ -300,8 +363,24 @@ impl Enforcer {
     /// e.forget_dead();
     /// ```
     pub fn forget_dead(&mut self) {
+        self.prune_dead();
+    }
+
+    /// Drop what was recorded about processes that exited (and their journal entries), so
+    /// neither grows with every process ever confined.
+    fn prune_dead(&mut self) {
+        let before = (self.original.len(), self.moved.len());
         self.original.retain(|_, o| o.proc.alive());
         self.moved.retain(|_, (p, _)| p.alive());
+        if (self.original.len(), self.moved.len()) != before {
+            let (original, moved) = (&self.original, &self.moved);
+            if let Some(j) = &mut self.journal {
+                j.retain(
+                    |pid| original.contains_key(&pid),
+                    |pid| moved.contains_key(&pid),
+                );
+            }
+        }
     }
 
     /// Restore the affinity of every thread of `proc` to the process's original mask (an
@@ -315,6 +394,10 @@ impl Enforcer {
     pub fn restore_process(&mut self, proc: &ProcRef) {
         if let Some(o) = self.original.remove(&proc.pid()) {
             restore_affinity(&o);
+            if let Some(j) = &mut self.journal {
+                let pid = proc.pid();
+                j.retain(|p| p != pid, |_| true);
+            }
         }
     }
 
@@ -359,6 +442,9 @@ impl Enforcer {
         if let Some(dir) = self.added_subtree.take() {
             let _ = std::fs::write(dir.join("cgroup.subtree_control"), "-cpuset");
         }
+        if let Some(j) = &mut self.journal {
+            j.clear();
+        }
     }
 
     fn partition_cgroup(&mut self, root: &Path, partition: &str) -> Result<PathBuf, SysError> {
@@ -370,9 +456,20 @@ impl Enforcer {
                 let ctl = parent.join("cgroup.subtree_control");
                 let had = std::fs::read_to_string(&ctl).unwrap_or_default();
                 if !had.split_whitespace().any(|c| c == "cpuset") {
-                    sys::write_file(&ctl, "+cpuset")?;
+                    if let Some(j) = &mut self.journal {
+                        j.subtree(parent);
+                    }
+                    if let Err(e) = sys::write_file(&ctl, "+cpuset") {
+                        if let Some(j) = &mut self.journal {
+                            j.subtree_not_added();
+                        }
+                        return Err(e);
+                    }
                     self.added_subtree = Some(parent.to_path_buf());
                 }
+            }
+            if let Some(j) = &mut self.journal {
+                j.root(root);
             }
             std::fs::create_dir(root).map_err(|source| SysError {
                 call: format!("mkdir {}", root.display()),
@@ -402,6 +499,17 @@ impl Enforcer {
                 sys::write_file(&dir.join("cpuset.cpus"), &self.managed.to_string())
             }
             Confinement::CgroupV2(root) => {
+                // Below a cgroup with processes (the manager's own, unless it is the
+                // hierarchy's root) enabling cpuset made that cgroup a thread root: children
+                // must be threaded (they stay in its resource domain, so a process moved in
+                // keeps its memory and pids limits).
+                if self
+                    .hierarchy
+                    .as_ref()
+                    .is_some_and(|h| cgroup::mount_of(&h.own) != h.own)
+                {
+                    sys::write_file(&dir.join("cgroup.type"), "threaded")?;
+                }
                 // Our own root has no processes, so it may enable cpuset for its children.
                 if dir == root {
                     sys::write_file(&dir.join("cgroup.subtree_control"), "+cpuset")?;

@@ -10,7 +10,8 @@
 //! - [`config`]: TOML configuration with the papers' defaults;
 //! - [`counters`]: memory-traffic counter sources of the bandwidth policy (perf-event,
 //!   resctrl, self-report, none), tried in order;
-//! - [`enforce`]: affinity and cpuset cgroups;
+//! - [`enforce`]: affinity and cpuset cgroups; [`journal`]: what they changed, undone by the
+//!   next manager when one dies without cleaning up;
 //! - [`status`]: what `partita status` shows;
 //! - [`metrics`], [`telemetry`]: `/metrics` for Prometheus (`serve --metrics ADDR`);
 //! - [`sys`]: the system calls and `/proc` readers, typed and safe (all the crate's `unsafe`);
@@ -37,6 +38,7 @@ pub mod config;
 pub mod counters;
 mod daemon;
 pub mod enforce;
+pub mod journal;
 mod limits;
 pub mod metrics;
 pub mod proc_ref;
@@ -128,7 +130,7 @@ pub struct ManagerHandle {
 /// std::fs::remove_dir(&dir).unwrap(); // empty: the manager removed its socket
 /// ```
 pub fn spawn_in_process(config: Config, socket: PathBuf) -> Result<ManagerHandle, Error> {
-    let shared = daemon::shared(config)?;
+    let shared = daemon::shared(config, Some(&state_dir(&socket)))?;
     let listener = daemon::bind(&socket, false)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -225,7 +227,7 @@ pub fn serve_with_metrics(
     system: bool,
     metrics: Option<std::net::TcpListener>,
 ) -> Result<(), Error> {
-    let shared = daemon::shared(config)?;
+    let shared = daemon::shared(config, Some(&state_dir(&socket)))?;
     let listener = daemon::bind(&socket, system)?;
     if system {
         chgrp_partita(&socket);
@@ -319,6 +321,30 @@ fn chgrp_partita(socket: &Path) {
     if let Ok(Some(g)) = nix::unistd::Group::from_name("partita") {
         let _ = nix::unistd::chown(socket, None, Some(g.gid));
     }
+}
+
+/// The manager's state directory: its socket's directory (where the journal lives).
+fn state_dir(socket: &Path) -> PathBuf {
+    match socket.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Undo what dead managers left (`partita serve --cleanup`): the journals in the state
+/// directory of `socket` (affinities, cgroup moves, cgroups, `+cpuset`), then the cgroups
+/// left under this process's own cgroup. Live managers' are left alone.
+///
+/// ```
+/// let s = partita_manager::cleanup(std::path::Path::new("/nonexistent/p.sock"));
+/// assert_eq!(s.journals, 0);
+/// ```
+pub fn cleanup(socket: &Path) -> journal::Swept {
+    let mut swept = journal::sweep(&state_dir(socket));
+    if let Some(h) = cgroup::detect() {
+        swept.cgroups = cgroup::sweep(&h.own).len();
+    }
+    swept
 }
 
 /// The default socket for `serve`: system mode (root) `/run/partita/partita.sock`, else
