@@ -90,7 +90,11 @@ fn affinities_narrowed_by_a_sigkilled_manager_are_restored() {
         let (prog, tid) = confined_program(&socket, &one);
         // A second program that exits before the undo: its entry is discarded.
         let (mut gone, _) = confined_program(&socket, &one);
-        assert_eq!(journals(&dir.0, m.pid()).len(), 1, "{undo:?}: no journal");
+        assert_eq!(
+            journals(dir.0.path(), m.pid()).len(),
+            1,
+            "{undo:?}: no journal"
+        );
         m.kill(); // SIGKILL: no cleanup at all.
         gone.kill();
         std::thread::sleep(Duration::from_millis(100));
@@ -128,7 +132,7 @@ fn affinities_narrowed_by_a_sigkilled_manager_are_restored() {
             "{undo:?}: a thread created after confinement got the confined mask back"
         );
         assert!(
-            journals(&dir.0, m.pid()).is_empty(),
+            journals(dir.0.path(), m.pid()).is_empty(),
             "{undo:?}: journal left"
         );
         if let Some(mut n) = next {
@@ -140,7 +144,7 @@ fn affinities_narrowed_by_a_sigkilled_manager_are_restored() {
             )
             .unwrap();
             let _ = n.child.wait();
-            assert!(journals(&dir.0, npid).is_empty());
+            assert!(journals(dir.0.path(), npid).is_empty());
         }
     }
 }
@@ -157,7 +161,7 @@ fn a_journal_is_written_before_the_narrowing_and_removed_on_a_clean_exit() {
     let dir = TempDir::new("journal");
     let (mut m, socket) = support::serve(&dir, CONFIG);
     let (prog, _) = confined_program(&socket, &one);
-    let j = journals(&dir.0, m.pid());
+    let j = journals(dir.0.path(), m.pid());
     assert_eq!(j.len(), 1);
     let text = std::fs::read_to_string(&j[0]).unwrap();
     let rec = partita_manager::journal::Record::parse(&text).unwrap();
@@ -169,6 +173,6 @@ fn a_journal_is_written_before_the_narrowing_and_removed_on_a_clean_exit() {
     )
     .unwrap();
     let _ = m.child.wait();
-    assert!(journals(&dir.0, m.pid()).is_empty(), "journal left");
+    assert!(journals(dir.0.path(), m.pid()).is_empty(), "journal left");
     assert_eq!(sys::get_affinity(prog.pid()).unwrap(), all);
 }
