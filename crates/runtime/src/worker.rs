@@ -394,6 +394,8 @@ pub(crate) fn main_loop(seed: WorkerSeed) {
     let registry = &*wt.registry;
     let index = wt.index;
     let info = &registry.thread_infos[index];
+    // This worker's own pages follow it to its node (unregistered when the loop is left).
+    let _home = crate::numa::enter_worker_home(&wt.registry, index);
     // SAFETY: the latch lives in the registry, which `wt` keeps alive.
     unsafe { Latch::set(&info.primed) };
 

@@ -32,6 +32,8 @@ static FOLLOWED_AT: AtomicU64 = AtomicU64::new(0);
 
 /// Pages of A's registered region (1 MiB: about 25 ms of moves at TCG's ~100 µs per page).
 const PAGES: usize = 256;
+/// Pages of A's cold region (hinted once, then never touched).
+const COLD_PAGES: usize = 32;
 const WAIT: Duration = Duration::from_secs(30);
 
 fn main() {
@@ -55,6 +57,8 @@ fn app() {
     );
     let busy = Arc::new(AtomicBool::new(true));
     let data: Arc<std::sync::Mutex<Option<Arc<PoolVec<u64>>>>> = Arc::default();
+    // A region hinted once and never touched again: the cost rule must leave it.
+    let mut cold: Option<PoolVec<u64>> = None;
     {
         let (pool, busy, data) = (pool.clone(), busy.clone(), data.clone());
         std::thread::spawn(move || work(&pool, &busy, &data));
@@ -71,15 +75,36 @@ fn app() {
                 busy.store(false, Ordering::Relaxed);
                 "ok".to_string()
             }
-            "alloc" => match pool.node_vec(PAGES * 512, |i| i as u64) {
-                Ok(v) => {
+            "alloc" => match (
+                pool.node_vec(PAGES * 512, |i| i as u64),
+                pool.node_vec(COLD_PAGES * 512, |i| i as u64),
+            ) {
+                (Ok(v), Ok(c)) => {
                     let start = v.as_ptr() as usize;
+                    c.hint(0..1, false);
+                    cold = Some(c);
                     *data.lock().unwrap() = Some(Arc::new(v));
                     format!("ok {start}")
                 }
-                Err(e) => format!("error {e}"),
+                (Err(e), _) | (_, Err(e)) => format!("error {e}"),
             },
             "nodes" => nodes_line(&data),
+            "cold" => match cold.as_ref().map(|c| c.page_nodes()) {
+                Some(Ok(st)) => {
+                    let on = |n| st.iter().filter(|s| s.node() == Some(n)).count();
+                    format!("nodes {} {} {}", on(0), on(1), st.len())
+                }
+                Some(Err(e)) => format!("error {e}"),
+                None => "error nothing allocated".into(),
+            },
+            "homes" => homes_line(&pool),
+            "decisions" => {
+                let r = pool.numa_report();
+                format!(
+                    "decisions moved={} deferred={} never={} last={:?}",
+                    r.decisions_moved, r.decisions_deferred, r.decisions_never, r.last_decision
+                )
+            }
             "report" => {
                 let r = pool.numa_report();
                 match r.last_follow {
@@ -126,11 +151,72 @@ fn work(pool: &ThreadPool, busy: &AtomicBool, data: &std::sync::Mutex<Option<Arc
             while t.elapsed() < Duration::from_millis(20) {
                 if let Some(v) = &v {
                     s = s.wrapping_add(v.iter().step_by(512).sum::<u64>());
+                    // One touch per page per sweep: the follower's cost rule sees a hot region.
+                    v.hint(0..v.len(), false);
                 }
                 std::hint::spin_loop();
             }
             std::hint::black_box(s);
         });
+    }
+}
+
+/// `homes W:PART:ON0/ON1/PRESENT ...` for every worker's own structures.
+fn homes_line(pool: &ThreadPool) -> String {
+    match pool.worker_homes() {
+        Ok(h) if h.is_empty() => "error no worker homes registered".into(),
+        Ok(h) => {
+            let mut line = "homes".to_string();
+            for w in &h {
+                for p in &w.parts {
+                    line += &format!(
+                        " {}:{}:{}/{}/{}",
+                        w.worker,
+                        p.what,
+                        p.on(0),
+                        p.on(1),
+                        p.present
+                    );
+                }
+            }
+            line
+        }
+        Err(e) => format!("error {e}"),
+    }
+}
+
+/// Parses `homes_line`: (part, on node 0, on node 1, present) per part.
+fn parse_homes(line: &str) -> Option<Vec<(String, usize, usize, usize)>> {
+    line.strip_prefix("homes ")?
+        .split(' ')
+        .map(|p| {
+            let mut it = p.split(':');
+            let (_, part, counts) = (it.next()?, it.next()?, it.next()?);
+            let mut c = counts.split('/').map(|x| x.parse().ok());
+            Some((part.to_string(), c.next()??, c.next()??, c.next()??))
+        })
+        .collect()
+}
+
+/// Asks A for its workers' homes until every present page is on `node` (or `limit` passes).
+fn wait_homes(a: &mut App, node: usize, limit: Duration) -> (Result<String, String>, u128) {
+    let t = Instant::now();
+    loop {
+        let line = a.ask("homes");
+        let parts = parse_homes(&line);
+        let all_there = parts.as_ref().is_some_and(|ps| {
+            !ps.is_empty()
+                && ps
+                    .iter()
+                    .all(|(_, n0, n1, present)| *present > 0 && [*n0, *n1][node] == *present)
+        });
+        if all_there {
+            return (Ok(line), t.elapsed().as_millis());
+        }
+        if t.elapsed() > limit {
+            return (Err(line), t.elapsed().as_millis());
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -281,6 +367,7 @@ fn manager_side() {
     let r = scenario(&mut c);
     c.check("follow_scenario", r.map(|()| "completed".into()));
     policy_scenarios(&mut c);
+    fault_scenario(&mut c);
     c.check("follow_bench", bench());
     println!(
         "PARTITA-NUMA FOLLOW-DONE checks={} failed={}",
@@ -316,6 +403,13 @@ fn scenario(c: &mut Checks) -> Result<(), String> {
             )),
             other => Err(format!("alloc {reply:?}, nodes {other:?}")),
         },
+    );
+    let (homes, ms) = wait_homes(&mut a, 0, Duration::from_secs(5));
+    c.check(
+        "follow_homes_placed",
+        homes
+            .map(|l| format!("A's worker structures on node 0 after {ms} ms: {l}"))
+            .map_err(|l| format!("not all on node 0 after {ms} ms: {l}")),
     );
     a.ask("idle");
     // A zero quantum: its workers suspend (the manager keeps the old confinement).
@@ -360,6 +454,29 @@ fn scenario(c: &mut Checks) -> Result<(), String> {
             other => Err(format!(
                 "after {ms} ms: nodes {other:?}; runtime says {line:?}"
             )),
+        },
+    );
+    let (homes, ms) = wait_homes(&mut a, 1, Duration::from_secs(5));
+    c.check(
+        "follow_homes_moved",
+        homes
+            .map(|l| format!("A's worker structures on node 1 {ms} ms after its memory: {l}"))
+            .map_err(|l| format!("not all on node 1 after {ms} ms: {l}")),
+    );
+    let cold = parse_nodes(&a.ask("cold"));
+    let decisions = a.ask("decisions");
+    println!("PARTITA-NUMA INFO follow_decisions {decisions}");
+    c.check(
+        "follow_cost_rule",
+        match cold {
+            Some((n0, _, all))
+                if n0 == all && all == COLD_PAGES && !decisions.contains("deferred=0") =>
+            {
+                Ok(format!(
+                    "cold region left on node 0 ({n0} of {all} pages), hot one moved; {decisions}"
+                ))
+            }
+            other => Err(format!("cold region {other:?}; {decisions}")),
         },
     );
     drop((a, b));
@@ -476,6 +593,7 @@ fn policy_scenarios(c: &mut Checks) {
     let params = partita_runtime::SamplerParams {
         interval: Duration::from_millis(100),
         trigger: None,
+        source: partita_runtime::SamplerSource::AccessHints,
     };
     if let Err(e) = pool.start_numa_sampler(params) {
         return c.check("policy_hot_page", Err(e.to_string()));
@@ -522,6 +640,60 @@ fn policy_scenarios(c: &mut Checks) {
                 rep.left_shared_written
             )),
             other => Err(format!("before {before}, after {after} on node 0; {rep:?}; threads {other:?}")),
+        },
+    );
+}
+
+/// The sampler with page-fault sampling (no hints): a region homed on node 0 and read only
+/// from node 1 moves to node 1.
+fn fault_scenario(c: &mut Checks) {
+    const CHECK: &str = "policy_fault_hot_page";
+    let pool = match ThreadPoolBuilder::new()
+        .num_threads(1)
+        .process_control(partita_runtime::ProcessControl::Manual)
+        .numa_follow(false)
+        .build()
+    {
+        Ok(p) => p,
+        Err(e) => return c.check(CHECK, Err(e.to_string())),
+    };
+    let hot = match pool.node_vec(POLICY_PAGES * 512, |_| AtomicU64::new(0)) {
+        Ok(v) => v,
+        Err(e) => return c.check(CHECK, Err(e.to_string())),
+    };
+    let params = partita_runtime::SamplerParams {
+        interval: Duration::from_millis(100),
+        trigger: None,
+        source: partita_runtime::SamplerSource::FaultSampling,
+    };
+    if let Err(e) = pool.start_numa_sampler(params) {
+        return c.check(CHECK, Err(e.to_string()));
+    }
+    let start0 = on_node(&hot, 0);
+    let r = partita_numa::placement::first_touch_on(1, || {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(5) && on_node(&hot, 1) < POLICY_PAGES {
+            for page in 0..POLICY_PAGES {
+                std::hint::black_box(hot[page * 512].load(Ordering::Relaxed));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        t.elapsed()
+    });
+    let n1 = on_node(&hot, 1);
+    let rep = pool.numa_report().sampler.unwrap_or_default();
+    c.check(
+        CHECK,
+        match r {
+            Ok(t) if start0 == POLICY_PAGES && n1 == POLICY_PAGES && rep.faults > 0 => Ok(format!(
+                "{n1} of {POLICY_PAGES} pages read from node 1 moved there in {} ms, counted by \
+                 {} sampled faults, no hints; sampler {rep:?}",
+                t.as_millis(),
+                rep.faults
+            )),
+            other => Err(format!(
+                "started {start0} on node 0; now {n1} on node 1 ({other:?}); sampler {rep:?}"
+            )),
         },
     );
 }
