@@ -100,9 +100,15 @@ fn app() {
             "homes" => homes_line(&pool),
             "decisions" => {
                 let r = pool.numa_report();
+                // The first decision after the move (the hot region's) and the latest.
                 format!(
-                    "decisions moved={} deferred={} never={} last={:?}",
-                    r.decisions_moved, r.decisions_deferred, r.decisions_never, r.last_decision
+                    "decisions moved={} deferred={} never={} first={:?} last={:?} homes={:?}",
+                    r.decisions_moved,
+                    r.decisions_deferred,
+                    r.decisions_never,
+                    r.recent_decisions.first(),
+                    r.recent_decisions.last(),
+                    r.last_home_follow.map(|f| f.to_string())
                 )
             }
             "report" => {
@@ -389,28 +395,7 @@ fn scenario(c: &mut Checks) -> Result<(), String> {
     let m = partita_manager::spawn_in_process(cfg, sock.clone()).map_err(|e| e.to_string())?;
     let mut a = App::start("A", &sock).map_err(|e| e.to_string())?;
     wait_cpus(&m, a.pid(), &[0])?;
-    let reply = a.ask("alloc");
-    let start: usize = reply
-        .strip_prefix("ok ")
-        .and_then(|x| x.parse().ok())
-        .ok_or_else(|| format!("alloc: {reply}"))?;
-    let placed = parse_nodes(&a.ask("nodes"));
-    c.check(
-        "follow_placement",
-        match placed {
-            Some((n0, _, all)) if n0 == all && all == PAGES => Ok(format!(
-                "A on CPU 0: {n0} of {all} registered pages on node 0"
-            )),
-            other => Err(format!("alloc {reply:?}, nodes {other:?}")),
-        },
-    );
-    let (homes, ms) = wait_homes(&mut a, 0, Duration::from_secs(5));
-    c.check(
-        "follow_homes_placed",
-        homes
-            .map(|l| format!("A's worker structures on node 0 after {ms} ms: {l}"))
-            .map_err(|l| format!("not all on node 0 after {ms} ms: {l}")),
-    );
+    let start = placed(c, &mut a)?;
     a.ask("idle");
     // A zero quantum: its workers suspend (the manager keeps the old confinement).
     wait_app(&m, a.pid(), "a zero quantum", |x| x.target == 0)?;
@@ -456,7 +441,43 @@ fn scenario(c: &mut Checks) -> Result<(), String> {
             )),
         },
     );
-    let (homes, ms) = wait_homes(&mut a, 1, Duration::from_secs(5));
+    after_move(c, &mut a);
+    drop((a, b));
+    m.shutdown().map_err(|e| e.to_string())
+}
+
+/// A on CPU 0 allocates: its memory and its workers' own pages are on node 0. Returns the
+/// address of A's registered region.
+fn placed(c: &mut Checks, a: &mut App) -> Result<usize, String> {
+    let reply = a.ask("alloc");
+    let start: usize = reply
+        .strip_prefix("ok ")
+        .and_then(|x| x.parse().ok())
+        .ok_or_else(|| format!("alloc: {reply}"))?;
+    let placed = parse_nodes(&a.ask("nodes"));
+    c.check(
+        "follow_placement",
+        match placed {
+            Some((n0, _, all)) if n0 == all && all == PAGES => Ok(format!(
+                "A on CPU 0: {n0} of {all} registered pages on node 0"
+            )),
+            other => Err(format!("alloc {reply:?}, nodes {other:?}")),
+        },
+    );
+    let (homes, ms) = wait_homes(a, 0, Duration::from_secs(5));
+    c.check(
+        "follow_homes_placed",
+        homes
+            .map(|l| format!("A's worker structures on node 0 after {ms} ms: {l}"))
+            .map_err(|l| format!("not all on node 0 after {ms} ms: {l}")),
+    );
+    Ok(start)
+}
+
+/// After A's move to node 1: its workers' own pages followed, and the cost rule left its
+/// cold region behind.
+fn after_move(c: &mut Checks, a: &mut App) {
+    let (homes, ms) = wait_homes(a, 1, Duration::from_secs(5));
     c.check(
         "follow_homes_moved",
         homes
@@ -479,8 +500,6 @@ fn scenario(c: &mut Checks) -> Result<(), String> {
             other => Err(format!("cold region {other:?}; {decisions}")),
         },
     );
-    drop((a, b));
-    m.shutdown().map_err(|e| e.to_string())
 }
 
 /// A's `numa-follow:` line, asked for until it is there, and the lag it reports from its worker

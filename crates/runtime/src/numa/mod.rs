@@ -122,10 +122,16 @@ pub struct NumaReport {
     pub decisions_deferred: u64,
     /// See `decisions_moved`.
     pub decisions_never: u64,
-    /// The last cost-rule decision and why (the follow log line says the same).
-    pub last_decision: Option<String>,
+    /// The latest cost-rule decisions and why, oldest first (at most
+    /// [`NumaReport::DECISIONS_KEPT`]; the follow log lines say the same).
+    pub recent_decisions: Vec<String>,
     /// What the opt-in sampler did (`None`: not started).
     pub sampler: Option<SamplerReport>,
+}
+
+impl NumaReport {
+    /// How many decisions `recent_decisions` keeps.
+    pub const DECISIONS_KEPT: usize = 8;
 }
 
 /// One registered region.

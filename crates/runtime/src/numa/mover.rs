@@ -269,7 +269,11 @@ fn follow_regions(ctx: &Pass<'_>, p: &Pending) -> Result<bool, NumaError> {
             d.why
         );
         let mut r = numa.lock_report();
-        r.last_decision = Some(format!("region {}: {what}: {}", region.id, d.why));
+        if r.recent_decisions.len() == super::NumaReport::DECISIONS_KEPT {
+            r.recent_decisions.remove(0);
+        }
+        r.recent_decisions
+            .push(format!("region {}: {what}: {}", region.id, d.why));
         match d.verdict {
             Verdict::MigrateNow => {
                 r.decisions_moved += 1;
