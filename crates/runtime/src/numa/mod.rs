@@ -166,6 +166,8 @@ pub(crate) struct PoolNuma {
     next_id: AtomicU64,
     follower_started: AtomicBool,
     sampler_started: AtomicBool,
+    /// Bumped by `stop_numa_sampler`: a sampler thread of an older generation ends.
+    sampler_gen: AtomicU64,
     stop: AtomicBool,
     clock: Instant,
     report: Mutex<NumaReport>,
@@ -182,6 +184,7 @@ impl PoolNuma {
             next_id: AtomicU64::new(1),
             follower_started: AtomicBool::new(false),
             sampler_started: AtomicBool::new(false),
+            sampler_gen: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             clock: Instant::now(),
             report: Mutex::new(NumaReport::default()),
@@ -538,6 +541,15 @@ impl ThreadPool {
         }
         out.sort_by_key(|h| h.worker);
         Ok(out)
+    }
+
+    /// Stops the sampler started by [`ThreadPool::start_numa_sampler`]: its counts and page
+    /// states are dropped and, with fault sampling, every armed page is opened again (armed
+    /// pages are invisible to `move_pages` queries, so [`PoolVec::page_nodes`] and the
+    /// follower see them only once touched or after this). Returns whether one was running;
+    /// the report keeps its totals, and the sampler can be started again.
+    pub fn stop_numa_sampler(&self) -> bool {
+        sampler::stop(&self.registry.numa)
     }
 
     /// The pool's NUMA memory state: nodes, regions, pages moved, the last follow pass.

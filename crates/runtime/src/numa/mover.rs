@@ -27,20 +27,22 @@ pub(super) fn ensure_follower(numa: &Arc<PoolNuma>, pool: PoolRef) {
     }
 }
 
-/// Measures the move cost and remote penalty once (Verghese's rule needs both). On an
-/// emulated machine the measured penalty may be ≤ 0; the SLIT distance ratio then stands in
-/// (remote ≈ local × distance / 10), so the rule still sees the topology's intent.
+/// Measures the move cost and remote penalty once (Verghese's rule needs both). Each is the
+/// minimum of a few repetitions: the calibrating thread shares the pool's CPUs, and being
+/// preempted only ever adds time. On an emulated machine the measured penalty may be ≤ 0;
+/// the SLIT distance ratio then stands in (remote ≈ local × distance / 10), so the rule
+/// still sees the topology's intent.
 fn measure_costs() -> Option<Costs> {
-    let mv = partita_numa::calibrate::move_cost_ns(64, 64)
-        .ok()
-        .flatten()?;
-    let mut pen = partita_numa::calibrate::remote_penalty_ns(1 << 20)
-        .ok()
-        .flatten();
+    use partita_numa::calibrate;
+    let min = |xs: &mut dyn Iterator<Item = Option<f64>>| -> Option<f64> {
+        xs.flatten().reduce(f64::min)
+    };
+    let mv = min(&mut (0..5).map(|_| calibrate::move_cost_ns(16, 16).ok().flatten()))?;
+    let mut pen = min(&mut (0..3).map(|_| calibrate::remote_penalty_ns(1 << 20).ok().flatten()));
     if pen.is_none_or(|p| p <= 0.0) {
         let t = partita_numa::Topology::current().ok()?;
         let (a, b) = (t.nodes().first()?.id, t.nodes().get(1)?.id);
-        let local = partita_numa::calibrate::load_latency_ns(a, a, 1 << 20).ok()?;
+        let local = min(&mut (0..3).map(|_| calibrate::load_latency_ns(a, a, 1 << 20).ok()))?;
         let d = f64::from(t.distance(a, b)?);
         pen = Some(local * (d / 10.0 - 1.0));
     }

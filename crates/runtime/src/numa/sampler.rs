@@ -189,6 +189,7 @@ pub(crate) fn start(numa: &Arc<PoolNuma>, params: SamplerParams) -> std::io::Res
         return Ok(());
     }
     let weak = Arc::downgrade(numa);
+    let epoch = numa.sampler_gen.load(Ordering::Acquire);
     if params.source == SamplerSource::FaultSampling {
         if let Some(mode) = partita_numa::counters::numa_balancing().filter(|on| *on) {
             tracing::warn!(
@@ -199,25 +200,49 @@ pub(crate) fn start(numa: &Arc<PoolNuma>, params: SamplerParams) -> std::io::Res
     }
     std::thread::Builder::new()
         .name("partita-numa-sampler".into())
-        .spawn(move || run(weak, params))
+        .spawn(move || run(weak, params, epoch))
         .map(drop)
         .inspect_err(|_| numa.sampler_started.store(false, Ordering::Release))
 }
 
-fn run(numa: Weak<PoolNuma>, sp: SamplerParams) {
+/// Stops the sampler (if running): its thread exits at its next wake-up, and every region's
+/// sampling state is dropped now (a fault sampler re-opens its armed pages). Returns whether
+/// a sampler was running.
+pub(crate) fn stop(numa: &PoolNuma) -> bool {
+    if !numa.sampler_started.load(Ordering::Acquire) {
+        return false;
+    }
+    // Under the regions lock, like every round: no round runs half before, half after.
+    let regions = numa.lock_regions();
+    numa.sampler_gen.fetch_add(1, Ordering::AcqRel);
+    for r in regions.iter() {
+        drop(r.sampling.lock().unwrap_or_else(|p| p.into_inner()).take());
+    }
+    numa.sampler_started.store(false, Ordering::Release);
+    true
+}
+
+fn run(numa: Weak<PoolNuma>, sp: SamplerParams, epoch: u64) {
+    // Gone, stopping or stopped (`stop`): the thread ends.
+    let ended = |n: &PoolNuma| {
+        n.stop.load(Ordering::Relaxed) || n.sampler_gen.load(Ordering::Acquire) != epoch
+    };
     loop {
         if sp.source == SamplerSource::FaultSampling {
             // Re-arm at mid-interval, so a page can fault twice per interval.
             std::thread::sleep(sp.interval / 2);
             let Some(n) = numa.upgrade() else { return };
-            rearm(&n);
+            if ended(&n) {
+                return;
+            }
+            rearm(&n, epoch);
             drop(n);
             std::thread::sleep(sp.interval - sp.interval / 2);
         } else {
             std::thread::sleep(sp.interval);
         }
         let Some(n) = numa.upgrade() else { return };
-        if n.stop.load(Ordering::Relaxed) {
+        if ended(&n) {
             return;
         }
         let trigger = sp
@@ -226,15 +251,18 @@ fn run(numa: Weak<PoolNuma>, sp: SamplerParams) {
             .unwrap_or(Params::default().trigger);
         let mut params = Params::with_trigger(trigger);
         params.reset_interval_ns = sp.interval.as_nanos() as u64;
-        if let Err(e) = round(&n, &params, sp.source) {
+        if let Err(e) = round(&n, &params, sp.source, epoch) {
             tracing::warn!(error = %e, "numa: sampler round failed");
         }
     }
 }
 
 /// Arms every fault-sampled region again (mid-interval).
-fn rearm(numa: &PoolNuma) {
+fn rearm(numa: &PoolNuma, epoch: u64) {
     let regions = numa.lock_regions();
+    if numa.sampler_gen.load(Ordering::Acquire) != epoch {
+        return; // stopped meanwhile
+    }
     let mut refused = 0;
     for region in regions.iter() {
         let slot = region.sampling.lock().unwrap_or_else(|p| p.into_inner());
@@ -253,7 +281,12 @@ fn rearm(numa: &PoolNuma) {
 
 /// One policy round over every registered region (under the regions lock, so no region is
 /// unmapped while its pages move).
-fn round(numa: &PoolNuma, params: &Params, source: SamplerSource) -> Result<(), NumaError> {
+fn round(
+    numa: &PoolNuma,
+    params: &Params,
+    source: SamplerSource,
+    epoch: u64,
+) -> Result<(), NumaError> {
     let now = numa.now_ns();
     let mut total = SamplerReport {
         rounds: 1,
@@ -262,6 +295,9 @@ fn round(numa: &PoolNuma, params: &Params, source: SamplerSource) -> Result<(), 
     // Two faults from one node within an interval reach the trigger.
     let weight = params.trigger.div_ceil(2).max(1);
     let regions = numa.lock_regions();
+    if numa.sampler_gen.load(Ordering::Acquire) != epoch {
+        return Ok(()); // stopped meanwhile: create no sampling state again
+    }
     for region in regions.iter() {
         let mut slot = region.sampling.lock().unwrap_or_else(|p| p.into_inner());
         let s = match slot.as_mut() {
