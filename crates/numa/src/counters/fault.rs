@@ -181,6 +181,19 @@ impl<'a> FaultSampler<'a> {
     /// Registers the pages of `range` (like [`FaultSampler::new`], for owners that cannot lend
     /// a [`NodeVec`] borrow, such as a pool's registered regions).
     ///
+    /// ```
+    /// use partita_numa::{NodeVec, Placement};
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// let v = NodeVec::from_fn(1024, Placement::FirstTouch, |_| AtomicU64::new(0)).unwrap();
+    /// // SAFETY: `v`'s own mapping, which outlives the sampler (dropped first, below).
+    /// let s = unsafe { partita_numa::counters::FaultSampler::for_range(v.pages().unwrap(), 1) }
+    ///     .unwrap();
+    /// s.arm_all().unwrap();
+    /// v[3].fetch_add(1, Ordering::Relaxed);
+    /// assert_eq!(s.stats().faults, 1);
+    /// drop(s);
+    /// ```
+    ///
     /// # Safety
     ///
     /// `range` must be private read-write anonymous memory of this process, accessed only from

@@ -53,6 +53,19 @@ fn measure_costs() -> Option<Costs> {
     })
 }
 
+/// Puts the calling thread (and the threads it starts) in `SCHED_IDLE`: calibration runs only
+/// on CPU time the pool's workers leave, never in their way; until it is done the cost rule
+/// uses the thesis' costs. Best effort (a refusal only leaves the normal priority).
+fn idle_priority() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param (priority 0 is the
+    // only one SCHED_IDLE accepts). Only scheduling changes; no memory is touched.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+    if rc != 0 {
+        tracing::debug!(error = %std::io::Error::last_os_error(), "numa: calibration keeps its priority");
+    }
+}
+
 /// A CPU set the follower is acting on.
 struct Pending {
     /// When the follower noticed it (the outcome's elapsed time counts from here).
@@ -97,6 +110,7 @@ fn follower(numa: Weak<PoolNuma>, pool: PoolRef, params: FollowParams) {
     let _ = std::thread::Builder::new()
         .name("partita-numa-calibrate".into())
         .spawn(move || {
+            idle_priority();
             if let (Some(c), Some(n)) = (measure_costs(), for_costs.upgrade()) {
                 *n.costs.lock().unwrap_or_else(|p| p.into_inner()) = Some(c);
                 n.lock_report().trigger = (c.remote_penalty_ns > 0.0).then(|| {
