@@ -519,6 +519,14 @@ fn follower_report(a: &mut App, t0: Instant, t0_mono: u64) -> (String, Option<u6
         .split(|ch: char| !ch.is_ascii_digit())
         .filter_map(|x| x.parse().ok())
         .collect();
+    if let [.., cpu_at, _] = nums.as_slice() {
+        // Where the lag below starts: the worker's first run on node 1 relative to the
+        // observer's start (negative: before the manager's status showed the move).
+        println!(
+            "PARTITA-NUMA INFO follow_worker_on_node1_vs_observer_ms {}",
+            (*cpu_at as i64 - t0_mono as i64) / 1_000_000
+        );
+    }
     let lag_ms = match nums.as_slice() {
         [.., cpu_at, mem_at] if *cpu_at > 0 && *mem_at >= *cpu_at => {
             Some((mem_at - (*cpu_at).min(t0_mono)) / 1_000_000)

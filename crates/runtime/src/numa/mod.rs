@@ -109,7 +109,7 @@ pub struct NumaReport {
     /// Pages the kernel refused to move, in total.
     pub pages_failed: u64,
     /// Verghese's trigger from this machine's measured costs (move cost / remote penalty),
-    /// once the follower measured them.
+    /// once measured (once per process, when the first follower starts).
     pub trigger: Option<u32>,
     /// The last pass that found pages to move.
     pub last_follow: Option<FollowOutcome>,
@@ -161,8 +161,6 @@ pub(crate) struct PoolNuma {
     regions: Mutex<Vec<Region>>,
     /// The workers' own pages (`home.rs`).
     homes: Mutex<Vec<home::Home>>,
-    /// This machine's move cost and remote penalty, once measured (`mover.rs`).
-    costs: Mutex<Option<follow::Costs>>,
     next_id: AtomicU64,
     follower_started: AtomicBool,
     sampler_started: AtomicBool,
@@ -180,7 +178,6 @@ impl PoolNuma {
             follow,
             regions: Mutex::new(Vec::new()),
             homes: Mutex::new(Vec::new()),
-            costs: Mutex::new(None),
             next_id: AtomicU64::new(1),
             follower_started: AtomicBool::new(false),
             sampler_started: AtomicBool::new(false),
@@ -228,10 +225,7 @@ impl PoolNuma {
 
     /// The costs for the rule: measured ones once known, else the thesis'.
     fn costs(&self) -> follow::Costs {
-        self.costs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .unwrap_or(follow::THESIS_COSTS)
+        mover::machine_costs().unwrap_or(follow::THESIS_COSTS)
     }
 
     fn lock_report(&self) -> std::sync::MutexGuard<'_, NumaReport> {
@@ -558,12 +552,25 @@ impl ThreadPool {
         let regions = numa.lock_regions();
         let mut r = numa.lock_report().clone();
         r.nodes_online = partita_numa::online_nodes().len();
+        r.trigger = machine_trigger();
         r.inactive_reason = numa.inactive_reason();
         r.follow = numa.follow;
         r.regions = regions.len();
         r.pages = regions.iter().map(|g| g.range.pages()).sum();
         r
     }
+}
+
+/// Verghese's trigger from the measured costs (`None` before calibration, or without a
+/// measurable remote penalty).
+fn machine_trigger() -> Option<u32> {
+    let c = mover::machine_costs()?;
+    (c.remote_penalty_ns > 0.0).then(|| {
+        partita_numa::policy::Params::derived_trigger(
+            c.move_ns_per_page as u64,
+            c.remote_penalty_ns as u64,
+        )
+    })
 }
 
 /// Weak handle the follower thread keeps on its pool.

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use partita_numa::{locate, mbind, move_pages_to, MbindFlags, MemPolicy, MoveScope, NumaError};
@@ -27,9 +27,10 @@ pub(super) fn ensure_follower(numa: &Arc<PoolNuma>, pool: PoolRef) {
     }
 }
 
-/// Measures the move cost and remote penalty once (Verghese's rule needs both). Each is the
-/// minimum of a few repetitions: the calibrating thread shares the pool's CPUs, and being
-/// preempted only ever adds time. On an emulated machine the measured penalty may be ≤ 0;
+/// Measures the move cost and remote penalty (Verghese's rule needs both). The move cost is
+/// the minimum of three small measurements: the calibrating thread shares the pool's CPUs,
+/// and being preempted only ever adds time (one measurement under load read 2.2 ms per page
+/// against the guest's 0.2 ms, and deferred a hot region). On an emulated machine the measured penalty may be ≤ 0;
 /// the SLIT distance ratio then stands in (remote ≈ local × distance / 10), so the rule
 /// still sees the topology's intent.
 fn measure_costs() -> Option<Costs> {
@@ -37,12 +38,12 @@ fn measure_costs() -> Option<Costs> {
     let min = |xs: &mut dyn Iterator<Item = Option<f64>>| -> Option<f64> {
         xs.flatten().reduce(f64::min)
     };
-    let mv = min(&mut (0..5).map(|_| calibrate::move_cost_ns(16, 16).ok().flatten()))?;
-    let mut pen = min(&mut (0..3).map(|_| calibrate::remote_penalty_ns(1 << 20).ok().flatten()));
+    let mv = min(&mut (0..3).map(|_| calibrate::move_cost_ns(16, 16).ok().flatten()))?;
+    let mut pen = calibrate::remote_penalty_ns(1 << 20).ok().flatten();
     if pen.is_none_or(|p| p <= 0.0) {
         let t = partita_numa::Topology::current().ok()?;
         let (a, b) = (t.nodes().first()?.id, t.nodes().get(1)?.id);
-        let local = min(&mut (0..3).map(|_| calibrate::load_latency_ns(a, a, 1 << 20).ok()))?;
+        let local = calibrate::load_latency_ns(a, a, 1 << 20).ok()?;
         let d = f64::from(t.distance(a, b)?);
         pen = Some(local * (d / 10.0 - 1.0));
     }
@@ -53,17 +54,31 @@ fn measure_costs() -> Option<Costs> {
     })
 }
 
-/// Puts the calling thread (and the threads it starts) in `SCHED_IDLE`: calibration runs only
-/// on CPU time the pool's workers leave, never in their way; until it is done the cost rule
-/// uses the thesis' costs. Best effort (a refusal only leaves the normal priority).
-fn idle_priority() {
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param (priority 0 is the
-    // only one SCHED_IDLE accepts). Only scheduling changes; no memory is touched.
-    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
-    if rc != 0 {
-        tracing::debug!(error = %std::io::Error::last_os_error(), "numa: calibration keeps its priority");
-    }
+/// This machine's costs, measured once per process (`None` until measured, or where they
+/// cannot be: one node, a refused call).
+static MACHINE_COSTS: OnceLock<Option<Costs>> = OnceLock::new();
+
+/// The measured costs, if calibration has finished.
+pub(super) fn machine_costs() -> Option<Costs> {
+    MACHINE_COSTS.get().copied().flatten()
+}
+
+/// Starts measuring the machine's costs, once per process, on a thread of its own: it takes
+/// a while (page moves and pointer chases on both nodes), so followers watch their CPU sets
+/// from the start, with the thesis' costs meanwhile. Once per process, not per pool: every
+/// measurement competes with the pools' workers for their CPUs and for the address space.
+fn ensure_calibration() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        let spawned = std::thread::Builder::new()
+            .name("partita-numa-calibrate".into())
+            .spawn(|| {
+                let _ = MACHINE_COSTS.set(measure_costs());
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "numa: cannot calibrate; the cost rule uses the thesis' costs");
+        }
+    });
 }
 
 /// A CPU set the follower is acting on.
@@ -104,23 +119,7 @@ fn touch_snapshot(numa: &PoolNuma) -> HashMap<u64, u64> {
 /// the registered memory that the cost rule says is worth moving to the set's node. Exits
 /// when the pool (or its NUMA state) is gone.
 fn follower(numa: Weak<PoolNuma>, pool: PoolRef, params: FollowParams) {
-    // Measuring takes a while (pointer chases on both nodes): on its own thread, so the
-    // follower watches the CPU set from the start (with the thesis' costs meanwhile).
-    let for_costs = numa.clone();
-    let _ = std::thread::Builder::new()
-        .name("partita-numa-calibrate".into())
-        .spawn(move || {
-            idle_priority();
-            if let (Some(c), Some(n)) = (measure_costs(), for_costs.upgrade()) {
-                *n.costs.lock().unwrap_or_else(|p| p.into_inner()) = Some(c);
-                n.lock_report().trigger = (c.remote_penalty_ns > 0.0).then(|| {
-                    partita_numa::policy::Params::derived_trigger(
-                        c.move_ns_per_page as u64,
-                        c.remote_penalty_ns as u64,
-                    )
-                });
-            }
-        });
+    ensure_calibration();
     let mut seen = u64::MAX;
     let mut pending: Option<Pending> = None;
     loop {

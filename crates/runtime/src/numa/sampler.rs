@@ -247,7 +247,7 @@ fn run(numa: Weak<PoolNuma>, sp: SamplerParams, epoch: u64) {
         }
         let trigger = sp
             .trigger
-            .or(n.lock_report().trigger)
+            .or(super::machine_trigger())
             .unwrap_or(Params::default().trigger);
         let mut params = Params::with_trigger(trigger);
         params.reset_interval_ns = sp.interval.as_nanos() as u64;
