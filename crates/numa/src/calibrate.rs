@@ -43,39 +43,6 @@ pub fn move_cost_ns(pages: usize, batch: usize) -> Result<Option<f64>> {
     ))
 }
 
-/// Like [`move_cost_ns`], but the calling thread's CPU time per page (the kernel's work of
-/// moving, `CLOCK_THREAD_CPUTIME_ID`) instead of wall time: a measurement taken while other
-/// threads share the CPU is not inflated by waiting for it. `Ok(None)` with fewer than two
-/// nodes or without a thread CPU clock.
-///
-/// ```
-/// let cost = partita_numa::calibrate::move_cpu_cost_ns(16, 16).unwrap();
-/// if partita_numa::online_nodes().len() < 2 {
-///     assert!(cost.is_none());
-/// }
-/// ```
-pub fn move_cpu_cost_ns(pages: usize, batch: usize) -> Result<Option<f64>> {
-    let Some((a, b)) = two_nodes() else {
-        return Ok(None);
-    };
-    let v = NodeVec::from_fn(pages.max(1) * page_size(), Placement::Node(a), |i| i as u8)?;
-    let Some(range) = v.pages() else {
-        return Ok(None);
-    };
-    let addrs: Vec<usize> = range.page_addresses().collect();
-    let Some(t) = crate::sys::thread_cpu_ns() else {
-        return Ok(None);
-    };
-    move_pages_to(&addrs, b, batch, MoveScope::Exclusive)?;
-    move_pages_to(&addrs, a, batch, MoveScope::Exclusive)?;
-    let Some(end) = crate::sys::thread_cpu_ns() else {
-        return Ok(None);
-    };
-    Ok(Some(
-        end.saturating_sub(t) as f64 / (2 * addrs.len()) as f64,
-    ))
-}
-
 /// Dependent-load latency (pointer chase over a random cycle of cache lines in `bytes` of
 /// memory on `memory_node`), measured by a thread pinned to `cpu_node`'s CPUs.
 ///

@@ -161,14 +161,3 @@ pub(crate) fn current_thread_stack() -> std::io::Result<(usize, usize)> {
         Ok((addr as usize, size))
     }
 }
-
-/// CPU time the calling thread has used (`clock_gettime(CLOCK_THREAD_CPUTIME_ID)`), in ns.
-pub(crate) fn thread_cpu_ns() -> Option<u64> {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec on our stack that the call fills in.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
-}

@@ -28,9 +28,9 @@ pub(super) fn ensure_follower(numa: &Arc<PoolNuma>, pool: PoolRef) {
 }
 
 /// Measures the move cost and remote penalty (Verghese's rule needs both). The move cost is
-/// CPU time per page (the kernel's work), the minimum of three small measurements: the
-/// calibrating thread shares the pool's CPUs, and wall time under load read up to 2.2 ms per
-/// page against the guest's 0.2 ms, which deferred a hot region. On an emulated machine the measured penalty may be ≤ 0;
+/// the minimum of three small measurements: the calibrating thread shares the pool's CPUs,
+/// and being preempted only ever adds time (one measurement under load read 2.2 ms per page
+/// against the guest's 0.2 ms, and deferred a hot region). On an emulated machine the measured penalty may be ≤ 0;
 /// the SLIT distance ratio then stands in (remote ≈ local × distance / 10), so the rule
 /// still sees the topology's intent.
 fn measure_costs() -> Option<Costs> {
@@ -38,7 +38,7 @@ fn measure_costs() -> Option<Costs> {
     let min = |xs: &mut dyn Iterator<Item = Option<f64>>| -> Option<f64> {
         xs.flatten().reduce(f64::min)
     };
-    let mv = min(&mut (0..3).map(|_| calibrate::move_cpu_cost_ns(16, 16).ok().flatten()))?;
+    let mv = min(&mut (0..3).map(|_| calibrate::move_cost_ns(16, 16).ok().flatten()))?;
     let mut pen = calibrate::remote_penalty_ns(1 << 20).ok().flatten();
     if pen.is_none_or(|p| p <= 0.0) {
         let t = partita_numa::Topology::current().ok()?;
