@@ -28,9 +28,11 @@ pub(super) fn ensure_follower(numa: &Arc<PoolNuma>, pool: PoolRef) {
 }
 
 /// Measures the move cost and remote penalty (Verghese's rule needs both). The move cost is
-/// the minimum of three small measurements: the calibrating thread shares the pool's CPUs,
-/// and being preempted only ever adds time (one measurement under load read 2.2 ms per page
-/// against the guest's 0.2 ms, and deferred a hot region). On an emulated machine the measured penalty may be ≤ 0;
+/// the minimum of seven short measurements (4 pages each way, well under a scheduler time
+/// slice): the calibrating thread shares the pool's CPUs, and being preempted only ever adds
+/// time (longer measurements beside a busy worker read 1.7–2.2 ms per page against the
+/// guest's 0.03–0.2 ms, and one deferred a hot region). The thread CPU clock would ignore
+/// preemption, but under emulation it can tick in jiffies (samples read 0 ns per page). On an emulated machine the measured penalty may be ≤ 0;
 /// the SLIT distance ratio then stands in (remote ≈ local × distance / 10), so the rule
 /// still sees the topology's intent.
 fn measure_costs() -> Option<Costs> {
@@ -38,7 +40,7 @@ fn measure_costs() -> Option<Costs> {
     let min = |xs: &mut dyn Iterator<Item = Option<f64>>| -> Option<f64> {
         xs.flatten().reduce(f64::min)
     };
-    let mv = min(&mut (0..3).map(|_| calibrate::move_cost_ns(16, 16).ok().flatten()))?;
+    let mv = min(&mut (0..7).map(|_| calibrate::move_cost_ns(4, 4).ok().flatten()))?;
     let mut pen = calibrate::remote_penalty_ns(1 << 20).ok().flatten();
     if pen.is_none_or(|p| p <= 0.0) {
         let t = partita_numa::Topology::current().ok()?;
