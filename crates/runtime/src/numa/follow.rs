@@ -128,9 +128,10 @@ pub(crate) struct Decision {
 
 /// Verghese's cost rule for one region: moving `pages` stray pages costs `pages × move cost`;
 /// staying costs `expected remote accesses × remote penalty`. Move now when staying costs at
-/// least as much (equivalently: the accesses per page reach the trigger `move cost / penalty`),
-/// defer while it costs less, never when a remote access costs nothing extra (an emulated
-/// machine whose nodes are equally fast) or the costs are not numbers.
+/// least as much (equivalently: the accesses per page reach the trigger `move cost /
+/// penalty`) and some access is expected at all; defer otherwise; never when a remote access
+/// costs nothing extra (an emulated machine whose nodes are equally fast) or the costs are
+/// not numbers.
 /// `expected_remote = None` means no access counts exist for the region (no hints, no
 /// sampler): registered memory is the pool's working set, so it is taken as hot (the thesis'
 /// migrate case once every CPU of the pool left the node).
@@ -159,11 +160,13 @@ pub(crate) fn cost_rule(pages: usize, expected_remote: Option<f64>, costs: Costs
     };
     let e = e.max(0.0);
     let stay = e * p;
+    // No expected access: nothing to win, even from a free move.
+    let pays = stay >= cost && e > 0.0;
     let why = format!(
         "{e:.0} expected remote accesses × {p:.0} ns {} {pages} pages × {m:.0} ns ({src} costs)",
-        if stay >= cost { "≥" } else { "<" }
+        if pays { "≥" } else { "<" }
     );
-    if stay >= cost {
+    if pays {
         decision(Verdict::MigrateNow, why)
     } else {
         decision(Verdict::Defer, why)
@@ -236,6 +239,15 @@ mod tests {
         assert_eq!(cost_rule(10, Some(1_700.0), c).verdict, Verdict::MigrateNow);
         assert_eq!(cost_rule(10, Some(1_600.0), c).verdict, Verdict::Defer);
         assert_eq!(cost_rule(10, Some(0.0), c).verdict, Verdict::Defer);
+        // A free move still needs an access to win.
+        assert_eq!(
+            cost_rule(10, Some(0.0), costs(0.0, 5.0)).verdict,
+            Verdict::Defer
+        );
+        assert_eq!(
+            cost_rule(10, Some(1.0), costs(0.0, 5.0)).verdict,
+            Verdict::MigrateNow
+        );
         assert_eq!(cost_rule(10, None, c).verdict, Verdict::MigrateNow);
         assert_eq!(cost_rule(0, Some(1e9), c).verdict, Verdict::Never);
         let flat = cost_rule(10, Some(1e12), costs(100_000.0, -3.0));
@@ -283,7 +295,7 @@ mod tests {
             // Never exactly when moving cannot pay (or there is nothing to move).
             prop_assert_eq!(d.verdict == Verdict::Never, invalid);
             if let (false, Some(e)) = (invalid, e) {
-                let pays = e * p >= pages as f64 * m;
+                let pays = e * p >= pages as f64 * m && e > 0.0;
                 prop_assert_eq!(d.verdict == Verdict::MigrateNow, pays);
                 // More expected accesses never turn "move" into "wait".
                 if pays {
