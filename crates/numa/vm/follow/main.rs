@@ -98,30 +98,7 @@ fn app() {
                 None => "error nothing allocated".into(),
             },
             "homes" => homes_line(&pool),
-            "decisions" => {
-                let r = pool.numa_report();
-                // The first decision after the move (the hot region's) and the latest.
-                format!(
-                    "decisions moved={} deferred={} never={} first={:?} last={:?} homes={:?}",
-                    r.decisions_moved,
-                    r.decisions_deferred,
-                    r.decisions_never,
-                    r.recent_decisions.first(),
-                    r.recent_decisions.last(),
-                    r.last_home_follow.map(|f| f.to_string())
-                )
-            }
-            "report" => {
-                let r = pool.numa_report();
-                match r.last_follow {
-                    Some(f) => format!(
-                        "follow {f} (worker on node 1 at {} ns, its memory at {} ns)",
-                        ON_CPU1_AT.load(Ordering::Relaxed),
-                        FOLLOWED_AT.load(Ordering::Relaxed)
-                    ),
-                    None => format!("none trigger={:?} why={:?}", r.trigger, r.inactive_reason),
-                }
-            }
+            "report" | "costs" | "decisions" => report_line(&pool, line.trim()),
             _ => break,
         };
         println!("{reply}");
@@ -164,6 +141,47 @@ fn work(pool: &ThreadPool, busy: &AtomicBool, data: &std::sync::Mutex<Option<Arc
             }
             std::hint::black_box(s);
         });
+    }
+}
+
+/// A's answers about its pool's NUMA state (`report`, `costs`, `decisions`).
+fn report_line(pool: &ThreadPool, what: &str) -> String {
+    match what {
+        "report" => {
+            let r = pool.numa_report();
+            match r.last_follow {
+                Some(f) => format!(
+                    "follow {f} (worker on node 1 at {} ns, its memory at {} ns)",
+                    ON_CPU1_AT.load(Ordering::Relaxed),
+                    FOLLOWED_AT.load(Ordering::Relaxed)
+                ),
+                None => format!("none trigger={:?} why={:?}", r.trigger, r.inactive_reason),
+            }
+        }
+        "costs" => {
+            // Calibration runs once per process beside the pool: wait for it (≤ 20 s).
+            let t = Instant::now();
+            let mut r = pool.numa_report();
+            while r.measured_costs.is_none() && t.elapsed() < Duration::from_secs(20) {
+                std::thread::sleep(Duration::from_millis(50));
+                r = pool.numa_report();
+            }
+            format!("costs {:?} trigger {:?}", r.measured_costs, r.trigger)
+        }
+        "decisions" => {
+            let r = pool.numa_report();
+            // The first decision after the move (the hot region's) and the latest.
+            format!(
+                "decisions moved={} deferred={} never={} first={:?} last={:?} homes={:?}",
+                r.decisions_moved,
+                r.decisions_deferred,
+                r.decisions_never,
+                r.recent_decisions.first(),
+                r.recent_decisions.last(),
+                r.last_home_follow.map(|f| f.to_string())
+            )
+        }
+        _ => format!("error unknown {what}"),
     }
 }
 
@@ -484,6 +502,7 @@ fn after_move(c: &mut Checks, a: &mut App) {
             .map(|l| format!("A's worker structures on node 1 {ms} ms after its memory: {l}"))
             .map_err(|l| format!("not all on node 1 after {ms} ms: {l}")),
     );
+    println!("PARTITA-NUMA INFO follow_{}", a.ask("costs"));
     let cold = parse_nodes(&a.ask("cold"));
     let decisions = a.ask("decisions");
     println!("PARTITA-NUMA INFO follow_decisions {decisions}");

@@ -111,6 +111,9 @@ pub struct NumaReport {
     /// Verghese's trigger from this machine's measured costs (move cost / remote penalty),
     /// once measured (once per process, when the first follower starts).
     pub trigger: Option<u32>,
+    /// The measured move cost per page (ns) and remote-miss penalty (ns) the cost rule uses,
+    /// once measured (the thesis' 200 000 / 1 200 until then).
+    pub measured_costs: Option<(f64, f64)>,
     /// The last pass that found pages to move.
     pub last_follow: Option<FollowOutcome>,
     /// The last pass that moved pages of the workers' own structures (their homes).
@@ -553,6 +556,8 @@ impl ThreadPool {
         let mut r = numa.lock_report().clone();
         r.nodes_online = partita_numa::online_nodes().len();
         r.trigger = machine_trigger();
+        r.measured_costs =
+            mover::machine_costs().map(|c| (c.move_ns_per_page, c.remote_penalty_ns));
         r.inactive_reason = numa.inactive_reason();
         r.follow = numa.follow;
         r.regions = regions.len();
