@@ -45,7 +45,7 @@ pub use pages::{
     migrate_pages, move_pages_to,
 };
 pub use placement::{NodeBox, NodeVec, Placement};
-pub use range::{PageRange, online_nodes, page_size};
+pub use range::{PageRange, current_thread_stack, online_nodes, page_size};
 pub use replicated::Replicated;
 pub use topology::{Cache, CacheKind, Cpu, Node, Topology, parse_cpu_list};
 

@@ -532,6 +532,31 @@ impl CounterTable {
         self.misses[i]
     }
 
+    /// Counts `count` misses by `node` on `page` at once (one sample standing for several
+    /// misses, e.g. a sampled page fault); returns `node`'s count. Saturates at `u32::MAX`.
+    ///
+    /// ```
+    /// let mut t = partita_numa::policy::CounterTable::new(1, 2, 0);
+    /// assert_eq!(t.record_n(0, 1, false, 64, 0), 64);
+    /// assert_eq!(t.counters(0, 1).misses, vec![0, 64]);
+    /// ```
+    pub fn record_n(
+        &mut self,
+        page: usize,
+        node: NodeId,
+        write: bool,
+        count: u32,
+        now_ns: u64,
+    ) -> u32 {
+        self.tick(now_ns);
+        let i = page * self.nodes + node;
+        self.misses[i] = self.misses[i].saturating_add(count);
+        if write {
+            self.writes[page] = self.writes[page].saturating_add(count);
+        }
+        self.misses[i]
+    }
+
     /// Zeroes one page's counters (its copies moved: the new page starts from zero).
     ///
     /// ```

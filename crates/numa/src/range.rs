@@ -138,6 +138,27 @@ impl PageRange {
     }
 }
 
+/// The calling thread's stack mapping as a page range (`pthread_getattr_np(3)`): the memory
+/// its frames — and, with glibc, its thread-locals at the top — live in. Querying or moving
+/// these pages is how a thread's own working memory follows it to another node.
+///
+/// ```
+/// let r = partita_numa::current_thread_stack().unwrap();
+/// let local = 0u8;
+/// let at = &local as *const u8 as usize;
+/// assert!(at >= r.start() && at < r.start() + r.len());
+/// ```
+pub fn current_thread_stack() -> Result<PageRange> {
+    const CALL: &str = "pthread_getattr_np";
+    let (start, len) =
+        crate::sys::current_thread_stack().map_err(|e| NumaError::from_os(CALL, e))?;
+    // Rounded inwards to whole pages (glibc reports page-aligned bounds anyway).
+    let ps = page_size();
+    let lo = start.next_multiple_of(ps);
+    let hi = (start + len) / ps * ps;
+    PageRange::checked(CALL, lo, hi.saturating_sub(lo))
+}
+
 /// The nodes that are online, from `/sys/devices/system/node/online`; `{0}` on a kernel
 /// without NUMA sysfs. Read once and cached.
 ///

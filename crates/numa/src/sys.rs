@@ -139,3 +139,25 @@ pub(crate) fn pin_current_thread(cpus: &[u32]) -> std::io::Result<()> {
         Err(std::io::Error::last_os_error())
     }
 }
+
+/// The calling thread's stack: (lowest address, size in bytes), from `pthread_getattr_np(3)`.
+pub(crate) fn current_thread_stack() -> std::io::Result<(usize, usize)> {
+    // SAFETY: a zeroed pthread_attr_t is only an out-parameter here; pthread_getattr_np
+    // initialises it (we destroy it afterwards) and pthread_attr_getstack writes the two
+    // out-pointers, which are valid locals.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        let rc = libc::pthread_getattr_np(libc::pthread_self(), &mut attr);
+        if rc != 0 {
+            return Err(std::io::Error::from_raw_os_error(rc));
+        }
+        let mut addr: *mut c_void = std::ptr::null_mut();
+        let mut size: libc::size_t = 0;
+        let rc = libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
+        libc::pthread_attr_destroy(&mut attr);
+        if rc != 0 {
+            return Err(std::io::Error::from_raw_os_error(rc));
+        }
+        Ok((addr as usize, size))
+    }
+}

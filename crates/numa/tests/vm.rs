@@ -69,16 +69,23 @@ fn parse(log: &str) -> Report {
     r
 }
 
-const REQUIRED: [&str; 21] = [
+const REQUIRED: [&str; 25] = [
     // The manager-and-application scenario (issue 14): placement on the CPUs' node, memory
     // following the CPUs to node 1, and the scenario as a whole.
     "follow_placement",
     "follow_cpus",
     "follow_scenario",
+    // The pool's own per-worker structures on its node, placed and then moved with it; the
+    // cost rule leaving a cold region behind.
+    "follow_homes_placed",
+    "follow_homes_moved",
+    "follow_cost_rule",
     // Verghese's policy at run time: a hot page moves to its user; a read-write-shared
     // region stays.
     "policy_hot_page",
     "policy_shared_left_alone",
+    // The sampler driven by page-fault sampling instead of hints.
+    "policy_fault_hot_page",
     "follow_bench",
     "topology",
     "move_round_trip",
@@ -172,11 +179,15 @@ PARTITA-NUMA-VM EXIT 0
 PARTITA-NUMA CHECK follow_placement PASS ok
 PARTITA-NUMA INFO numa-follow: 256 of 256 pages on node 1 after 90 ms
 PARTITA-NUMA CHECK follow_cpus PASS ok
+PARTITA-NUMA CHECK follow_homes_placed PASS ok
+PARTITA-NUMA CHECK follow_homes_moved PASS ok
+PARTITA-NUMA CHECK follow_cost_rule PASS ok
 PARTITA-NUMA CHECK follow_scenario PASS completed
 PARTITA-NUMA CHECK policy_hot_page PASS ok
 PARTITA-NUMA CHECK policy_shared_left_alone PASS ok
+PARTITA-NUMA CHECK policy_fault_hot_page PASS ok
 PARTITA-NUMA CHECK follow_bench PASS ok
-PARTITA-NUMA FOLLOW-DONE checks=6 failed=0
+PARTITA-NUMA FOLLOW-DONE checks=10 failed=0
 ";
 
 #[test]
@@ -222,7 +233,7 @@ fn parser_rejects_an_extra_failed_check() {
 
 #[test]
 fn parser_rejects_a_follow_scenario_that_did_not_finish() {
-    let log = GOOD.replace("PARTITA-NUMA FOLLOW-DONE checks=6 failed=0", "");
+    let log = GOOD.replace("PARTITA-NUMA FOLLOW-DONE checks=10 failed=0", "");
     let v = verdict(&parse(&log));
     assert!(v.iter().any(|p| p.contains("FOLLOW-DONE")), "{v:?}");
     let log = GOOD.replace(

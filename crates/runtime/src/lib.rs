@@ -125,7 +125,10 @@ pub use builder::{ThreadPoolBuildError, ThreadPoolBuilder};
 pub use config::{initialize, Configuration};
 pub use control::{Need, ProcessControl};
 pub use join::{join, join_context, FnContext};
-pub use numa::{FollowOutcome, NumaReport, PoolMemError, PoolVec, SamplerParams, SamplerReport};
+pub use numa::{
+    FollowOutcome, HomePart, NumaReport, PoolMemError, PoolVec, SamplerParams, SamplerReport,
+    SamplerSource, WorkerHome,
+};
 pub use partita_queues::{DequeuePolicy, EnqueuePolicy};
 pub use scope::{in_place_scope, in_place_scope_fifo, scope, scope_fifo, Scope, ScopeFifo};
 pub use spawn::{spawn, spawn_fifo};

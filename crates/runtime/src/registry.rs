@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crossbeam_deque::{Stealer, Worker};
-use crossbeam_utils::CachePadded;
 
 use crate::builder::{ErrorKind, ThreadPoolBuildError, ThreadPoolBuilder};
 use crate::client::ClientGuard;
@@ -62,7 +61,8 @@ pub(crate) struct Registry {
     /// Owners keeping the pool alive (pool handles, spawned jobs); workers exit at zero.
     terminate_count: AtomicUsize,
     pub(crate) control: Control,
-    pub(crate) counters: Box<[CachePadded<WorkerCounters>]>,
+    /// One page per worker, so each can follow its worker's node (`numa/home.rs`).
+    pub(crate) counters: Box<[crate::numa::PageAligned<WorkerCounters>]>,
     /// Worker 0 is a user thread (`use_current_thread`): it never runs the main loop.
     pub(crate) borrowed_thread0: bool,
     /// When each worker was last suspended (ns since `started`), for `suspended_time`.
@@ -190,7 +190,7 @@ impl Registry {
             exit_handler: builder.exit_handler.take(),
             terminate_count: AtomicUsize::new(1),
             control: Control::new(builder.process_control, n),
-            counters: (0..n).map(|_| CachePadded::default()).collect(),
+            counters: (0..n).map(|_| Default::default()).collect(),
             borrowed_thread0: builder.use_current_thread,
             suspended_at: (0..n).map(|_| AtomicU64::new(0)).collect(),
             started: Instant::now(),

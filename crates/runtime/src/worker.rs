@@ -394,8 +394,11 @@ pub(crate) fn main_loop(seed: WorkerSeed) {
     let registry = &*wt.registry;
     let index = wt.index;
     let info = &registry.thread_infos[index];
-    let _traffic = crate::traffic::WorkerCounter::open(); // this worker's memory traffic
-                                                          // SAFETY: the latch lives in the registry, which `wt` keeps alive.
+    // This worker's memory traffic, counted where a PMU exists (closed when the loop is left).
+    let _traffic = crate::traffic::WorkerCounter::open();
+    // This worker's own pages follow it to its node (unregistered when the loop is left).
+    let _home = crate::numa::enter_worker_home(&wt.registry, index);
+    // SAFETY: the latch lives in the registry, which `wt` keeps alive.
     unsafe { Latch::set(&info.primed) };
 
     // Panics in jobs are caught where they run; one escaping here is a bug: abort.

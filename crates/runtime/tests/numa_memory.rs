@@ -1,6 +1,6 @@
 //! Node-aware pool memory (issue 14): registration, bad input, the one-node no-op. The
 //! two-node behaviour (placement, following the CPUs) is checked in the QEMU guest
-//! (`crates/numa/vm/follow_guest.rs`).
+//! (`crates/numa/vm/follow/main.rs`).
 
 use partita_runtime::{PoolMemError, ProcessControl, ThreadPoolBuilder};
 
@@ -127,4 +127,35 @@ fn replicated_has_a_copy_on_each_node_of_the_pool() {
     assert!(nodes.len() <= partita_numa::online_nodes().len());
     r.update(|v| v.push(4));
     assert_eq!(p.install(|| r.get().clone()), vec![1, 2, 3, 4]);
+}
+
+#[test]
+fn worker_homes_are_tracked_only_where_they_can_follow() {
+    // A pool no manager places never moves CPU sets: its workers register no home. (The
+    // placed-and-moved case runs in the two-node guest.)
+    let p = pool();
+    p.install(|| ());
+    assert_eq!(p.worker_homes().unwrap(), Vec::new());
+    assert_eq!(p.install(|| 1 + 1), 2);
+}
+
+#[test]
+fn stopping_a_sampler_that_never_ran_says_so() {
+    let p = pool();
+    assert!(!p.stop_numa_sampler());
+    let fault = partita_runtime::SamplerParams {
+        source: partita_runtime::SamplerSource::FaultSampling,
+        ..Default::default()
+    };
+    p.start_numa_sampler(fault).unwrap();
+    let v = p.node_vec(4 * 4096, |i| i as u8).unwrap();
+    if partita_numa::online_nodes().len() < 2 {
+        // One node: the sampler does not start, no page is ever armed.
+        assert!(!p.stop_numa_sampler());
+        assert_eq!(v[3 * 4096 + 1], 1);
+        assert!(v.page_nodes().unwrap().iter().all(|s| s.node().is_some()));
+    } else {
+        assert!(p.stop_numa_sampler());
+        assert!(!p.stop_numa_sampler());
+    }
 }

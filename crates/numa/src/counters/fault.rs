@@ -170,6 +170,36 @@ impl<'a> FaultSampler<'a> {
     /// assert!(partita_numa::counters::FaultSampler::new(&v, 0).is_err());
     /// ```
     pub fn new<T: Sync>(v: &'a NodeVec<T>, nodes: usize) -> Result<Self> {
+        let range = v.pages().ok_or(NumaError::EmptyRange {
+            call: "fault sampler",
+        })?;
+        // SAFETY: `range` is exactly `v`'s own private read-write anonymous mapping, which the
+        // borrow `'a` keeps mapped for as long as the sampler lives.
+        unsafe { Self::for_range(range, nodes) }
+    }
+
+    /// Registers the pages of `range` (like [`FaultSampler::new`], for owners that cannot lend
+    /// a [`NodeVec`] borrow, such as a pool's registered regions).
+    ///
+    /// ```
+    /// use partita_numa::{NodeVec, Placement};
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// let v = NodeVec::from_fn(1024, Placement::FirstTouch, |_| AtomicU64::new(0)).unwrap();
+    /// // SAFETY: `v`'s own mapping, which outlives the sampler (dropped first, below).
+    /// let s = unsafe { partita_numa::counters::FaultSampler::for_range(v.pages().unwrap(), 1) }
+    ///     .unwrap();
+    /// s.arm_all().unwrap();
+    /// v[3].fetch_add(1, Ordering::Relaxed);
+    /// assert_eq!(s.stats().faults, 1);
+    /// drop(s);
+    /// ```
+    ///
+    /// # Safety
+    ///
+    /// `range` must be private read-write anonymous memory of this process, accessed only from
+    /// user space while armed, and must stay mapped until the sampler is dropped (dropping it
+    /// re-opens the pages with `mprotect`).
+    pub unsafe fn for_range(range: PageRange, nodes: usize) -> Result<Self> {
         const CALL: &str = "fault sampler";
         if nodes == 0 {
             return Err(NumaError::InvalidArgument {
@@ -177,7 +207,6 @@ impl<'a> FaultSampler<'a> {
                 what: "zero nodes".into(),
             });
         }
-        let range = v.pages().ok_or(NumaError::EmptyRange { call: CALL })?;
         install()?;
         let counts: Box<[AtomicU32]> = (0..range.pages() * nodes)
             .map(|_| AtomicU32::new(0))

@@ -32,6 +32,8 @@ static FOLLOWED_AT: AtomicU64 = AtomicU64::new(0);
 
 /// Pages of A's registered region (1 MiB: about 25 ms of moves at TCG's ~100 µs per page).
 const PAGES: usize = 256;
+/// Pages of A's cold region (hinted once, then never touched).
+const COLD_PAGES: usize = 32;
 const WAIT: Duration = Duration::from_secs(30);
 
 fn main() {
@@ -55,6 +57,8 @@ fn app() {
     );
     let busy = Arc::new(AtomicBool::new(true));
     let data: Arc<std::sync::Mutex<Option<Arc<PoolVec<u64>>>>> = Arc::default();
+    // A region hinted once and never touched again: the cost rule must leave it.
+    let mut cold: Option<PoolVec<u64>> = None;
     {
         let (pool, busy, data) = (pool.clone(), busy.clone(), data.clone());
         std::thread::spawn(move || work(&pool, &busy, &data));
@@ -71,26 +75,30 @@ fn app() {
                 busy.store(false, Ordering::Relaxed);
                 "ok".to_string()
             }
-            "alloc" => match pool.node_vec(PAGES * 512, |i| i as u64) {
-                Ok(v) => {
+            "alloc" => match (
+                pool.node_vec(PAGES * 512, |i| i as u64),
+                pool.node_vec(COLD_PAGES * 512, |i| i as u64),
+            ) {
+                (Ok(v), Ok(c)) => {
                     let start = v.as_ptr() as usize;
+                    c.hint(0..1, false);
+                    cold = Some(c);
                     *data.lock().unwrap() = Some(Arc::new(v));
                     format!("ok {start}")
                 }
-                Err(e) => format!("error {e}"),
+                (Err(e), _) | (_, Err(e)) => format!("error {e}"),
             },
             "nodes" => nodes_line(&data),
-            "report" => {
-                let r = pool.numa_report();
-                match r.last_follow {
-                    Some(f) => format!(
-                        "follow {f} (worker on node 1 at {} ns, its memory at {} ns)",
-                        ON_CPU1_AT.load(Ordering::Relaxed),
-                        FOLLOWED_AT.load(Ordering::Relaxed)
-                    ),
-                    None => format!("none trigger={:?} why={:?}", r.trigger, r.inactive_reason),
+            "cold" => match cold.as_ref().map(|c| c.page_nodes()) {
+                Some(Ok(st)) => {
+                    let on = |n| st.iter().filter(|s| s.node() == Some(n)).count();
+                    format!("nodes {} {} {}", on(0), on(1), st.len())
                 }
-            }
+                Some(Err(e)) => format!("error {e}"),
+                None => "error nothing allocated".into(),
+            },
+            "homes" => homes_line(&pool),
+            "report" | "costs" | "decisions" => report_line(&pool, line.trim()),
             _ => break,
         };
         println!("{reply}");
@@ -126,11 +134,113 @@ fn work(pool: &ThreadPool, busy: &AtomicBool, data: &std::sync::Mutex<Option<Arc
             while t.elapsed() < Duration::from_millis(20) {
                 if let Some(v) = &v {
                     s = s.wrapping_add(v.iter().step_by(512).sum::<u64>());
+                    // One touch per page per sweep: the follower's cost rule sees a hot region.
+                    v.hint(0..v.len(), false);
                 }
                 std::hint::spin_loop();
             }
             std::hint::black_box(s);
         });
+    }
+}
+
+/// A's answers about its pool's NUMA state (`report`, `costs`, `decisions`).
+fn report_line(pool: &ThreadPool, what: &str) -> String {
+    match what {
+        "report" => {
+            let r = pool.numa_report();
+            match r.last_follow {
+                Some(f) => format!(
+                    "follow {f} (worker on node 1 at {} ns, its memory at {} ns)",
+                    ON_CPU1_AT.load(Ordering::Relaxed),
+                    FOLLOWED_AT.load(Ordering::Relaxed)
+                ),
+                None => format!("none trigger={:?} why={:?}", r.trigger, r.inactive_reason),
+            }
+        }
+        "costs" => {
+            // Calibration runs once per process beside the pool: wait for it (≤ 20 s).
+            let t = Instant::now();
+            let mut r = pool.numa_report();
+            while r.measured_costs.is_none() && t.elapsed() < Duration::from_secs(20) {
+                std::thread::sleep(Duration::from_millis(50));
+                r = pool.numa_report();
+            }
+            format!("costs {:?} trigger {:?}", r.measured_costs, r.trigger)
+        }
+        "decisions" => {
+            let r = pool.numa_report();
+            // The first decision after the move (the hot region's) and the latest.
+            format!(
+                "decisions moved={} deferred={} never={} first={:?} last={:?} homes={:?}",
+                r.decisions_moved,
+                r.decisions_deferred,
+                r.decisions_never,
+                r.recent_decisions.first(),
+                r.recent_decisions.last(),
+                r.last_home_follow.map(|f| f.to_string())
+            )
+        }
+        _ => format!("error unknown {what}"),
+    }
+}
+
+/// `homes W:PART:ON0/ON1/PRESENT ...` for every worker's own structures.
+fn homes_line(pool: &ThreadPool) -> String {
+    match pool.worker_homes() {
+        Ok(h) if h.is_empty() => "error no worker homes registered".into(),
+        Ok(h) => {
+            let mut line = "homes".to_string();
+            for w in &h {
+                for p in &w.parts {
+                    line += &format!(
+                        " {}:{}:{}/{}/{}",
+                        w.worker,
+                        p.what,
+                        p.on(0),
+                        p.on(1),
+                        p.present
+                    );
+                }
+            }
+            line
+        }
+        Err(e) => format!("error {e}"),
+    }
+}
+
+/// Parses `homes_line`: (part, on node 0, on node 1, present) per part.
+fn parse_homes(line: &str) -> Option<Vec<(String, usize, usize, usize)>> {
+    line.strip_prefix("homes ")?
+        .split(' ')
+        .map(|p| {
+            let mut it = p.split(':');
+            let (_, part, counts) = (it.next()?, it.next()?, it.next()?);
+            let mut c = counts.split('/').map(|x| x.parse().ok());
+            Some((part.to_string(), c.next()??, c.next()??, c.next()??))
+        })
+        .collect()
+}
+
+/// Asks A for its workers' homes until every present page is on `node` (or `limit` passes).
+fn wait_homes(a: &mut App, node: usize, limit: Duration) -> (Result<String, String>, u128) {
+    let t = Instant::now();
+    loop {
+        let line = a.ask("homes");
+        let parts = parse_homes(&line);
+        let all_there = parts.as_ref().is_some_and(|ps| {
+            !ps.is_empty()
+                && ps
+                    .iter()
+                    .all(|(_, n0, n1, present)| *present > 0 && [*n0, *n1][node] == *present)
+        });
+        if all_there {
+            return (Ok(line), t.elapsed().as_millis());
+        }
+        if t.elapsed() > limit {
+            return (Err(line), t.elapsed().as_millis());
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -281,6 +391,7 @@ fn manager_side() {
     let r = scenario(&mut c);
     c.check("follow_scenario", r.map(|()| "completed".into()));
     policy_scenarios(&mut c);
+    fault_scenario(&mut c);
     c.check("follow_bench", bench());
     println!(
         "PARTITA-NUMA FOLLOW-DONE checks={} failed={}",
@@ -302,21 +413,7 @@ fn scenario(c: &mut Checks) -> Result<(), String> {
     let m = partita_manager::spawn_in_process(cfg, sock.clone()).map_err(|e| e.to_string())?;
     let mut a = App::start("A", &sock).map_err(|e| e.to_string())?;
     wait_cpus(&m, a.pid(), &[0])?;
-    let reply = a.ask("alloc");
-    let start: usize = reply
-        .strip_prefix("ok ")
-        .and_then(|x| x.parse().ok())
-        .ok_or_else(|| format!("alloc: {reply}"))?;
-    let placed = parse_nodes(&a.ask("nodes"));
-    c.check(
-        "follow_placement",
-        match placed {
-            Some((n0, _, all)) if n0 == all && all == PAGES => Ok(format!(
-                "A on CPU 0: {n0} of {all} registered pages on node 0"
-            )),
-            other => Err(format!("alloc {reply:?}, nodes {other:?}")),
-        },
-    );
+    let start = placed(c, &mut a)?;
     a.ask("idle");
     // A zero quantum: its workers suspend (the manager keeps the old confinement).
     wait_app(&m, a.pid(), "a zero quantum", |x| x.target == 0)?;
@@ -362,8 +459,66 @@ fn scenario(c: &mut Checks) -> Result<(), String> {
             )),
         },
     );
+    after_move(c, &mut a);
     drop((a, b));
     m.shutdown().map_err(|e| e.to_string())
+}
+
+/// A on CPU 0 allocates: its memory and its workers' own pages are on node 0. Returns the
+/// address of A's registered region.
+fn placed(c: &mut Checks, a: &mut App) -> Result<usize, String> {
+    let reply = a.ask("alloc");
+    let start: usize = reply
+        .strip_prefix("ok ")
+        .and_then(|x| x.parse().ok())
+        .ok_or_else(|| format!("alloc: {reply}"))?;
+    let placed = parse_nodes(&a.ask("nodes"));
+    c.check(
+        "follow_placement",
+        match placed {
+            Some((n0, _, all)) if n0 == all && all == PAGES => Ok(format!(
+                "A on CPU 0: {n0} of {all} registered pages on node 0"
+            )),
+            other => Err(format!("alloc {reply:?}, nodes {other:?}")),
+        },
+    );
+    let (homes, ms) = wait_homes(a, 0, Duration::from_secs(5));
+    c.check(
+        "follow_homes_placed",
+        homes
+            .map(|l| format!("A's worker structures on node 0 after {ms} ms: {l}"))
+            .map_err(|l| format!("not all on node 0 after {ms} ms: {l}")),
+    );
+    Ok(start)
+}
+
+/// After A's move to node 1: its workers' own pages followed, and the cost rule left its
+/// cold region behind.
+fn after_move(c: &mut Checks, a: &mut App) {
+    let (homes, ms) = wait_homes(a, 1, Duration::from_secs(5));
+    c.check(
+        "follow_homes_moved",
+        homes
+            .map(|l| format!("A's worker structures on node 1 {ms} ms after its memory: {l}"))
+            .map_err(|l| format!("not all on node 1 after {ms} ms: {l}")),
+    );
+    println!("PARTITA-NUMA INFO follow_{}", a.ask("costs"));
+    let cold = parse_nodes(&a.ask("cold"));
+    let decisions = a.ask("decisions");
+    println!("PARTITA-NUMA INFO follow_decisions {decisions}");
+    c.check(
+        "follow_cost_rule",
+        match cold {
+            Some((n0, _, all))
+                if n0 == all && all == COLD_PAGES && !decisions.contains("deferred=0") =>
+            {
+                Ok(format!(
+                    "cold region left on node 0 ({n0} of {all} pages), hot one moved; {decisions}"
+                ))
+            }
+            other => Err(format!("cold region {other:?}; {decisions}")),
+        },
+    );
 }
 
 /// A's `numa-follow:` line, asked for until it is there, and the lag it reports from its worker
@@ -383,6 +538,14 @@ fn follower_report(a: &mut App, t0: Instant, t0_mono: u64) -> (String, Option<u6
         .split(|ch: char| !ch.is_ascii_digit())
         .filter_map(|x| x.parse().ok())
         .collect();
+    if let [.., cpu_at, _] = nums.as_slice() {
+        // Where the lag below starts: the worker's first run on node 1 relative to the
+        // observer's start (negative: before the manager's status showed the move).
+        println!(
+            "PARTITA-NUMA INFO follow_worker_on_node1_vs_observer_ms {}",
+            (*cpu_at as i64 - t0_mono as i64) / 1_000_000
+        );
+    }
     let lag_ms = match nums.as_slice() {
         [.., cpu_at, mem_at] if *cpu_at > 0 && *mem_at >= *cpu_at => {
             Some((mem_at - (*cpu_at).min(t0_mono)) / 1_000_000)
@@ -475,7 +638,11 @@ fn policy_scenarios(c: &mut Checks) {
     };
     let params = partita_runtime::SamplerParams {
         interval: Duration::from_millis(100),
-        trigger: None,
+        // The low end of the thesis' trigger sweep (32…256): under TCG on a loaded host the
+        // lockstep threads below make only ~130–250 sweeps per 100 ms interval, too close
+        // to the default 128 for the read-write-shared case to decide every time.
+        trigger: Some(32),
+        source: partita_runtime::SamplerSource::AccessHints,
     };
     if let Err(e) = pool.start_numa_sampler(params) {
         return c.check("policy_hot_page", Err(e.to_string()));
@@ -522,6 +689,62 @@ fn policy_scenarios(c: &mut Checks) {
                 rep.left_shared_written
             )),
             other => Err(format!("before {before}, after {after} on node 0; {rep:?}; threads {other:?}")),
+        },
+    );
+}
+
+/// The sampler with page-fault sampling (no hints): a region homed on node 0 and read only
+/// from node 1 moves to node 1.
+fn fault_scenario(c: &mut Checks) {
+    const CHECK: &str = "policy_fault_hot_page";
+    let pool = match ThreadPoolBuilder::new()
+        .num_threads(1)
+        .process_control(partita_runtime::ProcessControl::Manual)
+        .numa_follow(false)
+        .build()
+    {
+        Ok(p) => p,
+        Err(e) => return c.check(CHECK, Err(e.to_string())),
+    };
+    let hot = match pool.node_vec(POLICY_PAGES * 512, |_| AtomicU64::new(0)) {
+        Ok(v) => v,
+        Err(e) => return c.check(CHECK, Err(e.to_string())),
+    };
+    let params = partita_runtime::SamplerParams {
+        interval: Duration::from_millis(100),
+        trigger: None,
+        source: partita_runtime::SamplerSource::FaultSampling,
+    };
+    if let Err(e) = pool.start_numa_sampler(params) {
+        return c.check(CHECK, Err(e.to_string()));
+    }
+    let start0 = on_node(&hot, 0);
+    let r = partita_numa::placement::first_touch_on(1, || {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(5) && on_node(&hot, 1) < POLICY_PAGES {
+            for page in 0..POLICY_PAGES {
+                std::hint::black_box(hot[page * 512].load(Ordering::Relaxed));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        t.elapsed()
+    });
+    // Armed pages are invisible to move_pages queries: stop the sampler (it opens them).
+    let stopped = pool.stop_numa_sampler();
+    let n1 = on_node(&hot, 1);
+    let rep = pool.numa_report().sampler.unwrap_or_default();
+    c.check(
+        CHECK,
+        match r {
+            Ok(t) if stopped && start0 == POLICY_PAGES && n1 == POLICY_PAGES && rep.faults > 0 => Ok(format!(
+                "{n1} of {POLICY_PAGES} pages read from node 1 moved there in {} ms, counted by \
+                 {} sampled faults, no hints; sampler {rep:?}",
+                t.as_millis(),
+                rep.faults
+            )),
+            other => Err(format!(
+                "started {start0} on node 0; now {n1} on node 1 ({other:?}); sampler {rep:?}"
+            )),
         },
     );
 }

@@ -7,10 +7,13 @@
 //! [`NumaReport::inactive_reason`].
 
 mod follow;
+mod home;
 mod mover;
 mod sampler;
 
-pub use sampler::{SamplerParams, SamplerReport};
+pub(crate) use home::{enter as enter_worker_home, PageAligned};
+pub use home::{HomePart, WorkerHome};
+pub use sampler::{SamplerParams, SamplerReport, SamplerSource};
 
 use std::fmt;
 use std::ops::{Deref, DerefMut, Range};
@@ -106,12 +109,32 @@ pub struct NumaReport {
     /// Pages the kernel refused to move, in total.
     pub pages_failed: u64,
     /// Verghese's trigger from this machine's measured costs (move cost / remote penalty),
-    /// once the follower measured them.
+    /// once measured (once per process, when the first follower starts).
     pub trigger: Option<u32>,
+    /// The measured move cost per page (ns) and remote-miss penalty (ns) the cost rule uses,
+    /// once measured (the thesis' 200 000 / 1 200 until then).
+    pub measured_costs: Option<(f64, f64)>,
     /// The last pass that found pages to move.
     pub last_follow: Option<FollowOutcome>,
+    /// The last pass that moved pages of the workers' own structures (their homes).
+    pub last_home_follow: Option<FollowOutcome>,
+    /// Region decisions of the cost rule: moved, deferred (not worth it yet), never (moving
+    /// cannot pay on this machine).
+    pub decisions_moved: u64,
+    /// See `decisions_moved`.
+    pub decisions_deferred: u64,
+    /// See `decisions_moved`.
+    pub decisions_never: u64,
+    /// The latest cost-rule decisions and why, oldest first (at most
+    /// [`NumaReport::DECISIONS_KEPT`]; the follow log lines say the same).
+    pub recent_decisions: Vec<String>,
     /// What the opt-in sampler did (`None`: not started).
     pub sampler: Option<SamplerReport>,
+}
+
+impl NumaReport {
+    /// How many decisions `recent_decisions` keeps.
+    pub const DECISIONS_KEPT: usize = 8;
 }
 
 /// One registered region.
@@ -121,15 +144,31 @@ struct Region {
     range: PageRange,
     /// The sampler's counters and page homes for it (empty until the sampler starts).
     sampling: sampler::Slot,
+    /// Page-touches declared by `PoolVec::hint` (all nodes), for the follower's cost rule.
+    touches: Arc<AtomicU64>,
+    /// Whether anything ever declared touches (else the rule has no counts to go on).
+    hinted: Arc<AtomicBool>,
+}
+
+/// What a `PoolVec` shares with its listed region.
+struct Handles {
+    id: u64,
+    sampling: sampler::Slot,
+    touches: Arc<AtomicU64>,
+    hinted: Arc<AtomicBool>,
 }
 
 /// Per-pool state (a field of the registry).
 pub(crate) struct PoolNuma {
     follow: bool,
     regions: Mutex<Vec<Region>>,
+    /// The workers' own pages (`home.rs`).
+    homes: Mutex<Vec<home::Home>>,
     next_id: AtomicU64,
     follower_started: AtomicBool,
     sampler_started: AtomicBool,
+    /// Bumped by `stop_numa_sampler`: a sampler thread of an older generation ends.
+    sampler_gen: AtomicU64,
     stop: AtomicBool,
     clock: Instant,
     report: Mutex<NumaReport>,
@@ -141,9 +180,11 @@ impl PoolNuma {
         PoolNuma {
             follow,
             regions: Mutex::new(Vec::new()),
+            homes: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
             follower_started: AtomicBool::new(false),
             sampler_started: AtomicBool::new(false),
+            sampler_gen: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             clock: Instant::now(),
             report: Mutex::new(NumaReport::default()),
@@ -181,6 +222,15 @@ impl PoolNuma {
         self.regions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn lock_homes(&self) -> std::sync::MutexGuard<'_, Vec<home::Home>> {
+        self.homes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The costs for the rule: measured ones once known, else the thesis'.
+    fn costs(&self) -> follow::Costs {
+        mover::machine_costs().unwrap_or(follow::THESIS_COSTS)
+    }
+
     fn lock_report(&self) -> std::sync::MutexGuard<'_, NumaReport> {
         self.report.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -189,18 +239,25 @@ impl PoolNuma {
         sampler::ns_since(self.clock)
     }
 
-    fn register(&self, range: Option<PageRange>) -> (u64, sampler::Slot) {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let sampling = sampler::Slot::default();
+    /// Registers a region (an empty vector has none to list) and returns the handles its
+    /// `PoolVec` shares with the list.
+    fn register(&self, range: Option<PageRange>) -> Handles {
+        let h = Handles {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            sampling: sampler::Slot::default(),
+            touches: Arc::default(),
+            hinted: Arc::default(),
+        };
         if let Some(range) = range {
-            let sampling = sampling.clone();
             self.lock_regions().push(Region {
-                id,
+                id: h.id,
                 range,
-                sampling,
+                sampling: h.sampling.clone(),
+                touches: h.touches.clone(),
+                hinted: h.hinted.clone(),
             });
         }
-        (id, sampling)
+        h
     }
 
     fn unregister(&self, id: u64) {
@@ -242,6 +299,8 @@ pub struct PoolVec<T> {
     id: u64,
     numa: Arc<PoolNuma>,
     slot: sampler::Slot,
+    touches: Arc<AtomicU64>,
+    hinted: Arc<AtomicBool>,
     vec: NodeVec<T>,
 }
 
@@ -254,17 +313,27 @@ impl<T> PoolVec<T> {
     /// Access hint for the opt-in sampler ([`ThreadPool::start_numa_sampler`]): the caller
     /// (on whatever node it runs) touched `elements`, writing if `write`. A no-op until the
     /// sampler starts; out-of-range elements are clipped.
+    ///
+    /// Hints also feed the follower's cost rule (the touch rate of the region decides whether
+    /// moving it after the pool's CPUs pays), sampler or not.
     pub fn hint(&self, elements: Range<usize>, write: bool) {
-        let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
-        let (Some(s), Some(node)) = (slot.as_mut(), partita_numa::current_node()) else {
-            return;
-        };
         let end = elements.end.min(self.vec.len());
         if elements.start >= end {
             return;
         }
         let size = std::mem::size_of::<T>();
         let addr = self.vec.as_ptr() as usize + elements.start * size;
+        let ps = partita_numa::page_size();
+        let pages = (addr + (end - elements.start) * size).div_ceil(ps) - addr / ps;
+        self.touches.fetch_add(pages as u64, Ordering::Relaxed);
+        if !self.hinted.load(Ordering::Relaxed) {
+            self.hinted.store(true, Ordering::Relaxed);
+        }
+        let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(s) = slot.as_mut() else { return };
+        let Some(node) = partita_numa::current_node() else {
+            return;
+        };
         s.touch(
             addr,
             (end - elements.start) * size,
@@ -288,6 +357,8 @@ impl<T> Drop for PoolVec<T> {
         // Before the mapping goes (field drop, after this): the follower moves a chunk only
         // while the region is registered, under the same lock.
         self.numa.unregister(self.id);
+        // A fault sampler must reopen the pages while they are still ours.
+        drop(self.slot.lock().unwrap_or_else(|p| p.into_inner()).take());
     }
 }
 
@@ -354,14 +425,16 @@ impl ThreadPool {
             }
         };
         let vec = NodeVec::from_fn(len, placement, f)?;
-        let (id, slot) = numa.register(vec.pages());
+        let region = numa.register(vec.pages());
         if numa.follow && numa.inactive_reason().is_none() {
             mover::ensure_follower(&numa, Arc::downgrade(&self.registry));
         }
         Ok(PoolVec {
-            id,
+            id: region.id,
             numa,
-            slot,
+            slot: region.sampling,
+            touches: region.touches,
+            hinted: region.hinted,
             vec,
         })
     }
@@ -399,6 +472,8 @@ impl ThreadPool {
             id: v.id,
             range,
             sampling: v.slot.clone(),
+            touches: v.touches.clone(),
+            hinted: v.hinted.clone(),
         };
         Ok(mover::move_regions(&v.numa, &[region], node)?)
     }
@@ -445,18 +520,62 @@ impl ThreadPool {
         })
     }
 
+    /// Where the pages of each worker's own structures are (its stack with the deque handle
+    /// and thread-locals, and its counters slot; `move_pages` queries). Empty where homes are
+    /// not tracked: one node, a pool that opted out of following, or a worker not started yet.
+    pub fn worker_homes(&self) -> Result<Vec<WorkerHome>, PoolMemError> {
+        let homes = self.registry.numa.lock_homes();
+        let mut out = Vec::with_capacity(homes.len());
+        for h in homes.iter() {
+            let mut parts = Vec::with_capacity(h.parts.len());
+            for (what, range) in &h.parts {
+                parts.push(home::tally(what, &partita_numa::locate(*range)?));
+            }
+            out.push(WorkerHome {
+                worker: h.worker,
+                parts,
+            });
+        }
+        out.sort_by_key(|h| h.worker);
+        Ok(out)
+    }
+
+    /// Stops the sampler started by [`ThreadPool::start_numa_sampler`]: its counts and page
+    /// states are dropped and, with fault sampling, every armed page is opened again (armed
+    /// pages are invisible to `move_pages` queries, so [`PoolVec::page_nodes`] and the
+    /// follower see them only once touched or after this). Returns whether one was running;
+    /// the report keeps its totals, and the sampler can be started again.
+    pub fn stop_numa_sampler(&self) -> bool {
+        sampler::stop(&self.registry.numa)
+    }
+
     /// The pool's NUMA memory state: nodes, regions, pages moved, the last follow pass.
     pub fn numa_report(&self) -> NumaReport {
         let numa = &self.registry.numa;
         let regions = numa.lock_regions();
         let mut r = numa.lock_report().clone();
         r.nodes_online = partita_numa::online_nodes().len();
+        r.trigger = machine_trigger();
+        r.measured_costs =
+            mover::machine_costs().map(|c| (c.move_ns_per_page, c.remote_penalty_ns));
         r.inactive_reason = numa.inactive_reason();
         r.follow = numa.follow;
         r.regions = regions.len();
         r.pages = regions.iter().map(|g| g.range.pages()).sum();
         r
     }
+}
+
+/// Verghese's trigger from the measured costs (`None` before calibration, or without a
+/// measurable remote penalty).
+fn machine_trigger() -> Option<u32> {
+    let c = mover::machine_costs()?;
+    (c.remote_penalty_ns > 0.0).then(|| {
+        partita_numa::policy::Params::derived_trigger(
+            c.move_ns_per_page as u64,
+            c.remote_penalty_ns as u64,
+        )
+    })
 }
 
 /// Weak handle the follower thread keeps on its pool.

@@ -1,0 +1,191 @@
+//! The pool's own per-worker memory on its worker's node (issue 14, "the pool's own
+//! structures allocated node-locally").
+//!
+//! What a worker touches for every task is (a) its stack: the frames of the tasks it runs and
+//! its `WorkerThread` (the owner's handle of its deque, its FIFO, victim RNG and ready-queue
+//! cursors), with glibc also its thread-locals at the top of the same mapping; and (b) its
+//! counters slot (`Registry::counters`, one [`PageAligned`] page per worker, so no two
+//! workers' counters share a page). Each worker registers those pages as its *home* when it
+//! starts ([`enter`], called from the worker thread), so the first touch of its stack is its
+//! own; the follower thread (`mover.rs`) moves homes together with the registered memory
+//! whenever the manager moves the pool to another node — before the data, since they are
+//! hotter — so a worker placed (or moved) on a node finds its own pages there within the
+//! follower's settle time. A worker that exits unregisters its home first ([`HomeGuard`]).
+//!
+//! Not covered: the shared half of crossbeam's deque (its `Inner` and first buffer, allocated
+//! by the thread that builds the pool; crossbeam exposes no address to place or move). A
+//! buffer that grows is reallocated by the owning worker itself, so from then on its first
+//! touch is local.
+
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+
+use partita_numa::{PageRange, PageStatus};
+
+use super::PoolNuma;
+use crate::control::ProcessControl;
+use crate::registry::Registry;
+
+/// One value alone in its page(s): per-worker state that must be movable per worker.
+/// 4096 is the x86-64 page; on a machine with larger pages, slots share a page but still
+/// never a cache line.
+#[repr(C, align(4096))]
+#[derive(Default)]
+pub(crate) struct PageAligned<T>(pub(crate) T);
+
+impl<T> Deref for PageAligned<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> DerefMut for PageAligned<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
+}
+
+/// The registered pages of one worker's own structures.
+#[derive(Clone, Debug)]
+pub(crate) struct Home {
+    pub(crate) worker: usize,
+    pub(crate) parts: Vec<(&'static str, PageRange)>,
+}
+
+/// Unregisters a worker's home when the worker leaves its main loop (its stack goes soon
+/// after, and the follower must not touch it then).
+pub(crate) struct HomeGuard {
+    numa: Arc<PoolNuma>,
+    worker: usize,
+}
+
+impl Drop for HomeGuard {
+    fn drop(&mut self) {
+        // Under the homes lock: a pass that is moving these pages finishes first.
+        self.numa.lock_homes().retain(|h| h.worker != self.worker);
+    }
+}
+
+thread_local! {
+    /// Its address locates this thread's static TLS block.
+    static TLS_PROBE: u8 = const { 0 };
+}
+
+/// Registers the calling worker's home (stack, thread-locals, counters slot) with its pool
+/// and makes sure the follower runs. `None` where following does nothing: one node, a pool
+/// that opted out, a pool no manager places (only a manager moves CPU sets), or an
+/// unreadable stack (said in the log).
+pub(crate) fn enter(registry: &Arc<Registry>, index: usize) -> Option<HomeGuard> {
+    let numa = &registry.numa;
+    if !numa.follow
+        || registry.control.mode != ProcessControl::Manager
+        || numa.inactive_reason().is_some()
+    {
+        return None;
+    }
+    let stack = match partita_numa::current_thread_stack() {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(worker = index, error = %e, "numa: worker stack unknown; its home is not placed");
+            return None;
+        }
+    };
+    let mut parts = vec![("stack", stack)];
+    let tls = TLS_PROBE.with(|p| p as *const u8 as usize);
+    let ps = partita_numa::page_size();
+    if !(stack.start()..stack.start() + stack.len()).contains(&tls) {
+        if let Ok(r) = PageRange::new(tls - tls % ps, ps) {
+            parts.push(("tls", r));
+        }
+    }
+    if let Ok(r) = PageRange::covering(std::slice::from_ref(&registry.counters[index])) {
+        parts.push(("counters", r));
+    }
+    numa.lock_homes().push(Home {
+        worker: index,
+        parts,
+    });
+    super::mover::ensure_follower(numa, Arc::downgrade(registry));
+    Some(HomeGuard {
+        numa: Arc::clone(numa),
+        worker: index,
+    })
+}
+
+/// Where one part of a worker's home is (`move_pages` query).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HomePart {
+    /// `stack`, `tls` or `counters`.
+    pub what: &'static str,
+    /// Pages of the part.
+    pub pages: usize,
+    /// Pages present (faulted in).
+    pub present: usize,
+    /// `(node, pages)` for every node holding some of the present pages, by node.
+    pub nodes: Vec<(u32, usize)>,
+}
+
+impl HomePart {
+    /// Present pages on `node`.
+    pub fn on(&self, node: u32) -> usize {
+        self.nodes
+            .iter()
+            .find(|(n, _)| *n == node)
+            .map_or(0, |(_, c)| *c)
+    }
+}
+
+/// Where the pages of one worker's own structures are ([`crate::ThreadPool::worker_homes`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerHome {
+    /// The worker's index.
+    pub worker: usize,
+    /// Its parts.
+    pub parts: Vec<HomePart>,
+}
+
+/// Tallies a part's page statuses.
+pub(crate) fn tally(what: &'static str, status: &[PageStatus]) -> HomePart {
+    let mut nodes: Vec<(u32, usize)> = Vec::new();
+    for n in status.iter().filter_map(|s| s.node()) {
+        match nodes.iter_mut().find(|(m, _)| *m == n) {
+            Some((_, c)) => *c += 1,
+            None => nodes.push((n, 1)),
+        }
+    }
+    nodes.sort_unstable();
+    HomePart {
+        what,
+        pages: status.len(),
+        present: nodes.iter().map(|(_, c)| c).sum(),
+        nodes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_aligned_slots_do_not_share_pages() {
+        let slots: Box<[PageAligned<u64>]> = (0..3).map(|_| PageAligned::default()).collect();
+        for w in slots.windows(2) {
+            let (a, b) = (&*w[0] as *const u64 as usize, &*w[1] as *const u64 as usize);
+            assert!(b - a >= 4096 && a % 4096 == 0);
+        }
+    }
+
+    #[test]
+    fn tally_counts_present_pages_by_node() {
+        let st = [
+            PageStatus::Node(1),
+            PageStatus::NotPresent,
+            PageStatus::Node(0),
+            PageStatus::Node(1),
+        ];
+        let p = tally("stack", &st);
+        assert_eq!((p.pages, p.present, p.on(1), p.on(0)), (4, 3, 2, 1));
+        assert_eq!(p.nodes, vec![(0, 1), (1, 2)]);
+    }
+}
