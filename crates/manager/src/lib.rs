@@ -12,6 +12,7 @@
 //!   resctrl, self-report, none), tried in order;
 //! - [`enforce`]: affinity and cpuset cgroups;
 //! - [`status`]: what `partita status` shows;
+//! - [`harness`]: one connection of the daemon driven in-process (the fuzz target, tests);
 //! - [`metrics`], [`telemetry`]: `/metrics` for Prometheus (`serve --metrics ADDR`);
 //! - [`sys`]: the system calls and `/proc` readers, typed and safe (all the crate's `unsafe`);
 //! - [`spawn_in_process`] / [`serve`]: the daemon, on its own thread or in the foreground.
@@ -37,6 +38,7 @@ pub mod config;
 pub mod counters;
 mod daemon;
 pub mod enforce;
+pub use daemon::harness;
 mod limits;
 pub mod metrics;
 pub mod proc_ref;
