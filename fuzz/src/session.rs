@@ -173,7 +173,7 @@ pub fn check(input: &[u8]) {
         .unwrap_or_else(|e| panic!("session: {e}"));
     let want = expected(input);
     let got = replies(&session, &mut f);
-    assert_eq!(got, want, "replies to {input:?}");
+    assert_eq!(got, want, "replies to {input:?}: {:?}", session.frames());
     let status = f.harness.status();
     assert!(
         status.applications.is_empty(),
