@@ -23,8 +23,9 @@
 
 use super::{connection, Shared};
 use crate::status::Status;
-use crate::{realloc, Config, Error};
+use crate::{realloc, sys, Config, Error};
 use partita_protocol::wire::{frame_len, DecodeError, ManagerMessage, MAX_MANAGER_FRAME};
+use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -142,11 +143,35 @@ impl Harness {
                     written,
                 })
             };
-            let both = async { tokio::join!(served, talk).1 };
+            // Which half is stuck, and whether this process ran at all meanwhile (a process
+            // starved by the machine is not a manager that hangs).
+            let done = (Cell::new(false), Cell::new(false));
+            let both = async {
+                let served = async {
+                    served.await;
+                    done.0.set(true)
+                };
+                let talk = async {
+                    let r = talk.await;
+                    done.1.set(true);
+                    r
+                };
+                tokio::join!(served, talk).1
+            };
+            let cpu_before = cpu_ms();
             tokio::time::timeout(limit, both).await.map_err(|_| {
+                let cpu = cpu_ms().saturating_sub(cpu_before);
+                let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
                 std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
-                    format!("the connection was still open after {limit:?}"),
+                    format!(
+                        "the connection was still open after {limit:?} (connection task \
+                         finished: {}, client finished: {}; CPU time of this process \
+                         meanwhile: {cpu} ms; load average {})",
+                        done.0.get(),
+                        done.1.get(),
+                        load.trim()
+                    ),
                 )
             })?
         })
@@ -161,6 +186,12 @@ impl Harness {
     pub fn open_connections(&self) -> usize {
         self.shared.conns.open()
     }
+}
+
+/// CPU time of this process so far, in milliseconds (0 if `/proc` cannot tell).
+fn cpu_ms() -> u64 {
+    // Clock ticks are 100 Hz on Linux (USER_HZ).
+    sys::read_proc_stat(std::process::id() as i32, None).map_or(0, |s| s.cpu_ticks * 10)
 }
 
 impl Drop for Harness {
