@@ -163,8 +163,11 @@ impl Enforcer {
             match self.confine_one(p, cpus, if i == 0 { None } else { inherited }) {
                 Ok(set) if i == 0 => applied = set,
                 Ok(_) => {}
-                // A descendant that exited meanwhile has nothing left to confine.
-                Err(_) if i > 0 && !p.alive() => {}
+                // A descendant that cannot be confined (it exited meanwhile, or its recorded
+                // mask does not meet the set) does not undo the confinement of `proc` itself.
+                Err(e) if i > 0 => {
+                    tracing::debug!(pid = p.pid(), error = %e, "descendant not confined");
+                }
                 Err(e) => {
                     first_err.get_or_insert(e);
                 }

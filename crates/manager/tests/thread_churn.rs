@@ -63,3 +63,32 @@ fn children_coming_and_going_do_not_fail_the_confinement() {
         failures.first()
     );
 }
+
+/// A child forked while its parent was confined (so its own mask is the manager's doing),
+/// first seen after the parent's original mask was restored and forgotten (the parent was a
+/// registered application that left): confining the parent elsewhere still succeeds.
+/// (The `session` fuzz target's second finding: the fuzzer's symbolizer child.)
+#[test]
+fn a_child_narrowed_before_it_was_seen_does_not_fail_its_parent() {
+    let mine = sys::get_affinity(0).unwrap();
+    let cpus = mine.to_vec();
+    let first: CpuSet = [cpus[0]].into_iter().collect();
+    let last: CpuSet = [*cpus.last().unwrap()].into_iter().collect();
+    let mut child = Command::new("sh")
+        .args(["-c", "sleep 0.3; sleep 30 & wait"])
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let p = ProcRef::open(child.id() as i32).unwrap();
+    let mut e = Enforcer::new(false, mine);
+    e.confine_process(&p, &first, false).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800)); // `sleep 30` forks, on `first`
+    e.restore_process(&p);
+    let r = e.confine_process(&p, &last, true);
+    let now = sys::get_affinity(child.id() as i32).unwrap();
+    e.restore_all();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(r.map_err(|e| e.to_string()), Ok(last));
+    assert_eq!(now, last);
+}
