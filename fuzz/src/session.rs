@@ -2,8 +2,8 @@
 //! task (in-process, `partita_manager::harness`); what comes back must be exactly what a model
 //! of the protocol predicts, and the manager must be left as it was.
 //!
-//! The model (the protocol of `partita_protocol::wire`, as `docs/design/protocol.md` states
-//! it): the first frame must be a hello, a status request or a confine request; a status
+//! The model (the protocol as the module docs of `partita_protocol::wire` state it): the
+//! first frame must be a hello, a status request or a confine request; a status
 //! request gets the status and the connection ends; a confine request gets `Confined` or a
 //! refusal; a hello gets `Welcome` (in the partition its hint or name selects) or a refusal,
 //! then any number of doorbells until a goodbye or the end of the bytes. A frame that is
