@@ -5,6 +5,8 @@
 //! for short bookkeeping and never wait for a reallocation (except `partita run`, which waits
 //! for the one that gives its partition a CPU, on a blocking thread).
 
+pub mod harness;
+
 use crate::config::Config;
 use crate::enforce::Enforcer;
 use crate::limits::{AcceptBackoff, ConnLimits};

@@ -174,12 +174,25 @@ impl Enforcer {
         if tree {
             procs.extend(descendants(proc));
         }
+        // A descendant first seen after `proc` was confined inherited that confinement: its
+        // original mask is `proc`'s (its own would be the manager's doing, and the next set
+        // might not intersect it).
+        let inherited = self
+            .original
+            .get(&proc.pid())
+            .filter(|o| o.proc.alive())
+            .map(|o| o.mask);
         let mut first_err = None;
         let mut applied = CpuSet::new();
         for (i, p) in procs.iter().enumerate() {
-            match self.confine_one(p, cpus) {
+            match self.confine_one(p, cpus, if i == 0 { None } else { inherited }) {
                 Ok(set) if i == 0 => applied = set,
                 Ok(_) => {}
+                // A descendant that cannot be confined (it exited meanwhile, or its recorded
+                // mask does not meet the set) does not undo the confinement of `proc` itself.
+                Err(e) if i > 0 => {
+                    tracing::debug!(pid = p.pid(), error = %e, "descendant not confined");
+                }
                 Err(e) => {
                     first_err.get_or_insert(e);
                 }
@@ -188,7 +201,14 @@ impl Enforcer {
         first_err.map_or(Ok(applied), Err)
     }
 
-    fn confine_one(&mut self, p: &ProcRef, cpus: &CpuSet) -> Result<CpuSet, SysError> {
+    /// Confine every thread of `p`, recording its original mask at first touch (`inherited`
+    /// if given, else its current one).
+    fn confine_one(
+        &mut self,
+        p: &ProcRef,
+        cpus: &CpuSet,
+        inherited: Option<CpuSet>,
+    ) -> Result<CpuSet, SysError> {
         let gone = || SysError {
             call: format!("sched_setaffinity({})", p.pid()),
             source: std::io::Error::from_raw_os_error(libc::ESRCH),
@@ -198,7 +218,10 @@ impl Enforcer {
         }
         let stale = self.original.get(&p.pid()).is_some_and(|o| !o.proc.alive());
         if stale || !self.original.contains_key(&p.pid()) {
-            let mask = sys::get_affinity(p.pid())?;
+            let mask = match inherited {
+                Some(mask) => mask,
+                None => sys::get_affinity(p.pid())?,
+            };
             self.prune_dead();
             // Journalled before the first narrowing, so that a later manager can undo it.
             if let Some(j) = &mut self.journal {
@@ -227,8 +250,13 @@ impl Enforcer {
             if !p.alive() {
                 return Err(gone());
             }
-            if let Err(e) = sys::set_affinity(tid, &set) {
-                first_err.get_or_insert(e);
+            match sys::set_affinity(tid, &set) {
+                // The thread exited after the listing: nothing left to confine.
+                Err(e) if e.source.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+                Ok(()) => {}
             }
         }
         first_err.map_or(Ok(set), Err)

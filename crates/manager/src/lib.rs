@@ -13,6 +13,7 @@
 //! - [`enforce`]: affinity and cpuset cgroups; [`journal`]: what they changed, undone by the
 //!   next manager when one dies without cleaning up;
 //! - [`status`]: what `partita status` shows;
+//! - [`harness`]: one connection of the daemon driven in-process (the fuzz target, tests);
 //! - [`metrics`], [`telemetry`]: `/metrics` for Prometheus (`serve --metrics ADDR`);
 //! - [`sys`]: the system calls and `/proc` readers, typed and safe (all the crate's `unsafe`);
 //! - [`spawn_in_process`] / [`serve`]: the daemon, on its own thread or in the foreground.
@@ -39,6 +40,7 @@ pub mod counters;
 mod daemon;
 pub mod enforce;
 pub mod journal;
+pub use daemon::harness;
 mod limits;
 pub mod metrics;
 pub mod proc_ref;

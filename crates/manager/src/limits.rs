@@ -53,6 +53,13 @@ impl ConnLimits {
     }
 }
 
+impl ConnLimits {
+    /// Connections holding a slot now.
+    pub(crate) fn open(&self) -> usize {
+        self.open.lock().unwrap_or_else(|p| p.into_inner()).0
+    }
+}
+
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut g = self.limits.open.lock().unwrap_or_else(|p| p.into_inner());

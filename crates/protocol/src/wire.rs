@@ -1,7 +1,8 @@
 //! The socket messages: length-prefixed frames with a kind byte and little-endian fields.
 //!
 //! Frame: `u32` little-endian payload length, then the payload: one kind byte and the fields of
-//! that kind. Strings are a `u16` length and UTF-8 bytes. Every field is validated on decode;
+//! that kind. Strings are a `u16` length and UTF-8 bytes without control characters (the
+//! encoder replaces them with U+FFFD and cuts a string at its limit). Every field is validated on decode;
 //! a frame longer than the limit of its direction is rejected before it is read.
 //!
 //! Order on a connection: the client's first message is [`ClientMessage::Hello`] (a runtime
@@ -290,8 +291,24 @@ impl Writer {
     fn u64(&mut self, v: u64) {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
-    /// Strings longer than `max` are cut at a character boundary (encode never fails).
+    /// Strings longer than `max` are cut at a character boundary, and control characters
+    /// (which every decoder refuses) become U+FFFD: encode never fails, and what it writes
+    /// decodes (an error text or a partition name may come from outside the program).
     fn str(&mut self, s: &str, max: usize) {
+        let clean: String;
+        let s = if s.chars().any(char::is_control) {
+            let replace = |c: char| {
+                if c.is_control() {
+                    char::REPLACEMENT_CHARACTER
+                } else {
+                    c
+                }
+            };
+            clean = s.chars().map(replace).collect();
+            clean.as_str()
+        } else {
+            s
+        };
         let mut end = s.len().min(max);
         while !s.is_char_boundary(end) {
             end -= 1;
@@ -504,10 +521,13 @@ impl ManagerMessage {
             }
             ManagerMessage::StatusReply { json } => {
                 let mut w = Writer::new(K_STATUS);
-                let bytes = json.as_bytes();
-                let n = bytes.len().min(MAX_MANAGER_FRAME - 8);
+                // Cut at a character boundary: the decoder wants UTF-8.
+                let mut n = json.len().min(MAX_MANAGER_FRAME - 8);
+                while !json.is_char_boundary(n) {
+                    n -= 1;
+                }
                 w.u32(n as u32);
-                w.0.extend_from_slice(&bytes[..n]);
+                w.0.extend_from_slice(&json.as_bytes()[..n]);
                 w.finish()
             }
             ManagerMessage::Confined { partition, cpus } => {
@@ -635,6 +655,66 @@ mod tests {
         }
     }
 
+    /// What `Writer::str` should make of `s`: control characters replaced, cut at `max` bytes
+    /// on a character boundary (written out independently of the encoder).
+    fn cleaned(s: &str, max: usize) -> String {
+        let mut out = String::new();
+        for c in s.chars() {
+            let c = if c.is_control() { '\u{fffd}' } else { c };
+            if out.len() + c.len_utf8() > max {
+                break;
+            }
+            out.push(c);
+        }
+        out
+    }
+
+    proptest! {
+        /// Whatever text the manager puts in a reply (an OS error, a configured partition
+        /// name), the client can decode the reply: control characters do not make it
+        /// malformed, long text is cut on a character boundary.
+        #[test]
+        fn any_text_in_a_reply_decodes(text in prop_oneof![any::<String>(), "[a-zé\\t\\n\\x00\\x7f\\u{85}-\\u{9f}]{0,1100}"], code in any::<u16>()) {
+            let code = ErrorCode::from_u16(code);
+            let m = ManagerMessage::Error { code, message: text.clone() };
+            let want = ManagerMessage::Error { code, message: cleaned(&text, MAX_MESSAGE) };
+            prop_assert_eq!(ManagerMessage::decode(&m.encode()[4..]), Ok(want));
+            let m = ManagerMessage::Welcome { version: PROTOCOL_VERSION, app_id: 1, partition: text.clone() };
+            let want = ManagerMessage::Welcome { version: PROTOCOL_VERSION, app_id: 1, partition: cleaned(&text, MAX_NAME) };
+            prop_assert_eq!(ManagerMessage::decode(&m.encode()[4..]), Ok(want));
+        }
+    }
+
+    /// Found while writing the fuzz targets' round-trip property: an error text with a control
+    /// character (e.g. a cgroup path with a tab in a partition name) made the reply
+    /// undecodable, so the client saw a malformed frame instead of the refusal.
+    #[test]
+    fn control_characters_in_replies_are_replaced() {
+        let m = ManagerMessage::Error {
+            code: ErrorCode::PermissionDenied,
+            message: "cannot write /sys/fs/cgroup/a\tb:\n".into(),
+        };
+        let want = ManagerMessage::Error {
+            code: ErrorCode::PermissionDenied,
+            message: "cannot write /sys/fs/cgroup/a\u{fffd}b:\u{fffd}".into(),
+        };
+        assert_eq!(ManagerMessage::decode(&m.encode()[4..]), Ok(want));
+    }
+
+    /// A status reply longer than a frame is cut on a character boundary, so it still
+    /// decodes (it was cut at a byte count, possibly inside a character).
+    #[test]
+    fn an_oversized_status_reply_is_cut_on_a_character_boundary() {
+        // One ASCII byte first, so that the byte limit falls inside a character.
+        let json = format!("a{}", "é".repeat(MAX_MANAGER_FRAME / 2));
+        let frame = ManagerMessage::StatusReply { json }.encode();
+        assert!(frame.len() - 4 <= MAX_MANAGER_FRAME);
+        let Ok(ManagerMessage::StatusReply { json }) = ManagerMessage::decode(&frame[4..]) else {
+            panic!("an oversized status reply does not decode");
+        };
+        assert!(json.len() >= MAX_MANAGER_FRAME - 9 && json[1..].chars().all(|c| c == 'é'));
+    }
+
     #[test]
     fn rejects_bad_fields() {
         let mut h = Hello::new(1, "a");
@@ -659,9 +739,18 @@ mod tests {
         let f = ClientMessage::Hello(h.clone()).encode();
         assert!(ClientMessage::decode(&f[4..]).is_err());
         h.flags = 0;
-        h.name = "bad\nname".into();
-        let f = ClientMessage::Hello(h).encode();
-        assert!(ClientMessage::decode(&f[4..]).is_err());
+        // A control character in a name (the encoder never writes one: patch the bytes).
+        h.name = "bad_name".into();
+        let mut f = ClientMessage::Hello(h).encode();
+        let at = f.iter().position(|&b| b == b'_').unwrap();
+        f[at] = b'\n';
+        assert_eq!(
+            ClientMessage::decode(&f[4..]),
+            Err(DecodeError::InvalidField {
+                field: "name",
+                reason: "contains control characters"
+            })
+        );
         let mut f = ClientMessage::Goodbye.encode();
         f.push(0);
         assert_eq!(
