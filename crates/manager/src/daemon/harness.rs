@@ -94,7 +94,7 @@ impl Harness {
     /// Shared state for `config` (validated as `partita serve` does) and its reallocator
     /// thread.
     pub fn new(config: Config) -> Result<Harness, Error> {
-        let shared = super::shared(config)?;
+        let shared = super::shared(config, None)?;
         let hello_timeout = shared.lock().periods().hello_timeout;
         let io = |context: &str| {
             let context = context.to_string();
