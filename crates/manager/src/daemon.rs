@@ -64,8 +64,11 @@ impl Shared {
 
     /// One reallocation: plan under the registry's lock, apply outside it.
     fn reallocate_once(&self) {
+        realloc::hop!("round");
         let batch = self.lock().plan();
+        realloc::hop!("planned");
         realloc::apply(batch, &mut self.enforcer());
+        realloc::hop!("applied");
     }
 
     pub(crate) fn status(&self) -> Status {
@@ -176,6 +179,9 @@ pub(crate) async fn run(
     listener: std::os::unix::net::UnixListener,
     socket: PathBuf,
 ) -> Result<(), Error> {
+    // The thread that runs this loop (all tasks, on a current-thread runtime) reads
+    // doorbells; worker threads of a multi-thread runtime ask for the same at their start.
+    realloc::react_quickly();
     let listener = UnixListener::from_std(listener).map_err(|source| Error::Io {
         context: "register listener with tokio".into(),
         source,
@@ -631,6 +637,7 @@ async fn follow(shared: &Shared, stream: &mut UnixStream, proc: &ProcRef, uid: u
             msg = read_frame(stream) => match msg {
                 Ok(None) | Ok(Some(ClientMessage::Goodbye)) => return,
                 Ok(Some(ClientMessage::DemandChanged)) => {
+                    realloc::hop!("doorbell", pid = who.0);
                     shared.ring();
                 }
                 Ok(Some(_)) => {

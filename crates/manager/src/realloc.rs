@@ -34,6 +34,20 @@ use partita_protocol::page::PageMap;
 use partita_protocol::CpuSet;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
+/// Stamp one hop of a reaction (see partita-runtime's `control::hop`): a `trace` event of
+/// target `partita::hop` with `CLOCK_MONOTONIC` ns; free unless a subscriber enables it.
+macro_rules! hop {
+    ($name:literal $(, $k:ident = $v:expr)* $(,)?) => {
+        tracing::trace!(
+            target: "partita::hop",
+            hop = $name,
+            t = partita_protocol::page::monotonic_ns()
+            $(, $k = $v)*
+        )
+    };
+}
+pub(crate) use hop;
+
 /// What planning needs to know about one application (plain data).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct AppView {
@@ -203,6 +217,10 @@ pub(crate) struct Batch {
 /// Apply a batch outside the registry's lock. Errors are logged: a process that exited or
 /// refuses a new affinity does not stop the others.
 pub(crate) fn apply(batch: Batch, enforcer: &mut Enforcer) {
+    if !batch.publish.is_empty() {
+        // Before the writes: a woken client may run before this thread stamps again.
+        hop!("publish", pages = batch.publish.len());
+    }
     for (page, target, cpus) in &batch.publish {
         page.manager.publish(*target, cpus);
     }
@@ -301,6 +319,20 @@ impl Doorbell {
     }
 }
 
+/// The time slice the manager's reacting threads ask for (see [`react_quickly`]).
+const REACT_SLICE: std::time::Duration = std::time::Duration::from_micros(100);
+
+/// Let the calling thread preempt CPU-bound threads as soon as it is woken (a short EEVDF
+/// slice; no extra CPU share): the doorbell handlers and the reallocator sleep almost always,
+/// and every wake-up they wait for is on a reaction's path. On a machine whose CPUs are all
+/// busy with workers, a woken thread could otherwise wait up to a full default slice
+/// (milliseconds). Best effort: a kernel that refuses it only loses the speed-up.
+pub(crate) fn react_quickly() {
+    if let Err(e) = partita_protocol::sys::request_short_slice(REACT_SLICE) {
+        tracing::debug!(error = %e, "sched_setattr: no short slice for this thread");
+    }
+}
+
 /// Start the reallocator thread: it runs `round` once per batch of rings until
 /// [`Doorbell::stop`].
 pub(crate) fn spawn(
@@ -310,6 +342,7 @@ pub(crate) fn spawn(
     std::thread::Builder::new()
         .name("partita-realloc".into())
         .spawn(move || {
+            react_quickly();
             while let Some(covered) = bell.next() {
                 round();
                 bell.finished(covered);
