@@ -10,6 +10,19 @@
 //! runs from A's `set_demand` call to B's active-worker count changing, both stamped with
 //! `CLOCK_MONOTONIC` in their own process.
 //!
+//! The first table times the change as B's main thread sees it (polling the count every
+//! 50 µs: that thread's own wake-up latency is included). The breakdown tables follow each
+//! round hop by hop through the `partita::hop` trace stamps that the runtime and the manager
+//! emit (collected here by a tracing layer, in memory, in all three processes): A rings →
+//! the manager reads the doorbell → its reallocator plans and publishes → B's client thread
+//! wakes and sets the target → B's worker acts. "Reaction" is `set_demand` → B's target set
+//! (the manager's and the protocol's part); "end to end" adds B's worker acting on it: a
+//! futex wake when growing, and when shrinking the wait for the worker's next safe point,
+//! which only a task's end gives. The probe's tasks are rounds of `join(scope of four 500 µs
+//! spins, fib(18))`; the worker that must park may be inside the root of such a round, so
+//! the safe-point wait is up to a round (≈ 1–1.5 ms) and is the application's granularity,
+//! not the manager's speed. The tasks are not shortened to flatter the number.
+//!
 //! Baseline, same run: the same change made in-process with `set_target_workers` on a local
 //! pool of 2 (no manager), timed to the active-worker count changing — the part of the
 //! reaction that is the pool's own.
@@ -181,15 +194,18 @@ fn in_process(rounds: usize) -> Result<(Vec<f64>, Vec<f64>), Box<dyn std::error:
         .process_control(partita_runtime::ProcessControl::Manual)
         .build()?;
     let busy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    // Two chains of 500 µs tasks, each spawning its successor: a worker reaches a safe point
+    // between two of them (a task that looped forever would never let one park).
+    fn chain(busy: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_micros(500) {}
+        if busy.load(std::sync::atomic::Ordering::Relaxed) {
+            partita_runtime::spawn(move || chain(busy));
+        }
+    }
     for _ in 0..2 {
         let busy = busy.clone();
-        pool.spawn(move || {
-            while busy.load(std::sync::atomic::Ordering::Relaxed) {
-                let t = Instant::now();
-                while t.elapsed() < Duration::from_micros(500) {}
-                partita_runtime::yield_now();
-            }
-        });
+        pool.spawn(move || chain(busy));
     }
     let mut base_grow = Vec::new();
     let mut base_shrink = Vec::new();

@@ -221,7 +221,14 @@ pub(crate) fn apply(batch: Batch, enforcer: &mut Enforcer) {
         // Before the writes: a woken client may run before this thread stamps again.
         hop!("publish", pages = batch.publish.len());
     }
-    for (page, target, cpus) in &batch.publish {
+    // Only this thread publishes, so a page's current target is what it was last sent.
+    let changes: Vec<(u32, u32)> = batch
+        .publish
+        .iter()
+        .map(|(page, target, _)| (page.manager.read().target, *target))
+        .collect();
+    for i in revocations_first(&changes) {
+        let (page, target, cpus) = &batch.publish[i];
         page.manager.publish(*target, cpus);
     }
     for (proc, cpus) in &batch.affinity {
@@ -241,6 +248,18 @@ pub(crate) fn apply(batch: Batch, enforcer: &mut Enforcer) {
             enforcer.forget_dead();
         }
     }
+}
+
+/// The order in which to publish `(before, after)` targets: lowered targets first, then the
+/// rest, each group in its given order. A client that must park workers is woken before
+/// the ones that may grow: until its workers park, the CPUs it gives up are contested, and
+/// each wake-up on the way (the page's futex, then the worker's safe point) may wait for a
+/// CPU; the grantees' wake-ups follow a few microseconds later.
+pub(crate) fn revocations_first(changes: &[(u32, u32)]) -> Vec<usize> {
+    let (mut first, rest): (Vec<usize>, Vec<usize>) =
+        (0..changes.len()).partition(|&i| changes[i].1 < changes[i].0);
+    first.extend(rest);
+    first
 }
 
 /// Coalescing doorbell: any number of rings while a round is in flight make one more round.
