@@ -435,7 +435,7 @@ mod breakdown {
         "manager reads the doorbell",
         "reallocator starts its round",
         "plan (under the registry lock)",
-        "apply starts: enforcer lock taken",
+        "apply starts",
         "B's client wakes (page write, futex)",
         "B's client sets the target",
         "B's worker acts (resume / safe point)",

@@ -14,7 +14,7 @@
 //!    publishes (so the next plan is computed against it) and resolves the effects into a
 //!    [`Batch`] holding what applying needs (page handles, pids, partition names).
 //! 3. The lock is released, then the batch is applied ([`apply`]): pages published (seqlock
-//!    write and futex wake), affinities set, cgroup CPU sets written, departed processes'
+//!    write and futex wake; lowered targets first, [`revocations_first`]), affinities set, cgroup CPU sets written, departed processes'
 //!    affinities restored. Registrations, doorbells and status requests proceed meanwhile.
 //! 4. Rings that arrived during steps 2–3 are merged: the thread runs one more round that
 //!    covers all of them, however many there were.

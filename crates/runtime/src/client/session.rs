@@ -79,10 +79,10 @@ impl Bell {
             return Ok(());
         }
         self.rung.store(demand, Ordering::Relaxed);
-        // A full socket buffer only delays the manager's reaction to its next periodic
-        // reallocation.
         // Stamped before the write: the manager may read it before the write returns.
         crate::control::hop!("ring", demand = demand);
+        // A full socket buffer only delays the manager's reaction to its next periodic
+        // reallocation.
         match (&self.stream).write(&self.ring) {
             Ok(_) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(()),
