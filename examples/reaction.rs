@@ -10,6 +10,19 @@
 //! runs from A's `set_demand` call to B's active-worker count changing, both stamped with
 //! `CLOCK_MONOTONIC` in their own process.
 //!
+//! The first table times the change as B's main thread sees it (polling the count every
+//! 50 µs: that thread's own wake-up latency is included). The breakdown tables follow each
+//! round hop by hop through the `partita::hop` trace stamps that the runtime and the manager
+//! emit (collected here by a tracing layer, in memory, in all three processes): A rings →
+//! the manager reads the doorbell → its reallocator plans and publishes → B's client thread
+//! wakes and sets the target → B's worker acts. "Reaction" is `set_demand` → B's target set
+//! (the manager's and the protocol's part); "end to end" adds B's worker acting on it: a
+//! futex wake when growing, and when shrinking the wait for the worker's next safe point,
+//! which only a task's end gives. The probe's tasks are rounds of `join(scope of four 500 µs
+//! spins, fib(18))`; the worker that must park may be inside the root of such a round, so
+//! the safe-point wait is up to a round (≈ 1–1.5 ms) and is the application's granularity,
+//! not the manager's speed. The tasks are not shortened to flatter the number.
+//!
 //! Baseline, same run: the same change made in-process with `set_target_workers` on a local
 //! pool of 2 (no manager), timed to the active-worker count changing — the part of the
 //! reaction that is the pool's own.
@@ -32,18 +45,52 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let p =
             P::parse_from(std::iter::once("probe".to_string()).chain(args[2..].iter().cloned()));
-        return partita_demo::probe::run(&p.probe);
+        hops::install();
+        partita_demo::probe::run(&p.probe)?;
+        // The probe's own hop stamps, for the parent's breakdown.
+        let mut out = std::io::stdout().lock();
+        for s in hops::take() {
+            writeln!(out, "{}", s.to_line())?;
+        }
+        writeln!(out, "hops-end")?;
+        return Ok(());
     }
     let rounds: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(200);
-    let (grow, shrink) = across_processes(rounds)?;
+    hops::install();
+    let run = across_processes(rounds)?;
     let (base_grow, base_shrink) = in_process(rounds)?;
-    print_table(rounds, &grow, &shrink, &base_grow, &base_shrink);
+    print_table(rounds, &run.grow, &run.shrink, &base_grow, &base_shrink);
+    println!();
+    breakdown::print(&run);
     Ok(())
 }
 
-/// Latencies (µs) from A's demand change to B's workers changing, through the manager:
-/// `(grow, shrink)`.
-fn across_processes(rounds: usize) -> Result<(Vec<f64>, Vec<f64>), Box<dyn std::error::Error>> {
+/// One change of A's demand and what B did about it.
+struct Round {
+    /// B's workers grew (A's demand fell) rather than shrank.
+    grow: bool,
+    /// A's `set_demand` call.
+    t0: u64,
+    /// B's active-worker count seen changed by B's poll (`None`: not within 5 s).
+    seen: Option<u64>,
+}
+
+/// Everything one cross-process run measured.
+struct Run {
+    grow: Vec<f64>,
+    shrink: Vec<f64>,
+    rounds: Vec<Round>,
+    /// Hop stamps of A, B and the manager (this process).
+    a: Vec<hops::Stamp>,
+    b: Vec<hops::Stamp>,
+    manager: Vec<hops::Stamp>,
+    /// A's pid (the manager's doorbell stamps name the ringing process).
+    a_pid: u64,
+}
+
+/// Latencies (µs) from A's demand change to B's workers changing, through the manager, and
+/// the hop stamps of every process.
+fn across_processes(rounds: usize) -> Result<Run, Box<dyn std::error::Error>> {
     let dir = std::env::temp_dir().join(format!("partita-reaction-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let socket = dir.join("m.sock");
@@ -54,6 +101,7 @@ fn across_processes(rounds: usize) -> Result<(Vec<f64>, Vec<f64>), Box<dyn std::
     let mgr = partita_manager::spawn_in_process(cfg, socket.clone())?;
 
     let (mut a, a_rx) = spawn_probe(&socket, "A")?;
+    let a_pid = a.id();
     let (mut b, b_rx) = spawn_probe(&socket, "B")?;
     // Wait for the steady split 1 + 1.
     wait_for(
@@ -65,7 +113,10 @@ fn across_processes(rounds: usize) -> Result<(Vec<f64>, Vec<f64>), Box<dyn std::
 
     let mut grow = Vec::new();
     let mut shrink = Vec::new();
+    let mut log = Vec::new();
     let mut a_in = a.stdin.take().ok_or("no stdin")?;
+    // Only the measured rounds' manager stamps (not the settling's).
+    drop(hops::take());
     for _ in 0..rounds {
         for (demand, want, out) in [(0, 2, &mut grow), (2, 1, &mut shrink)] {
             drain(&b_rx);
@@ -78,27 +129,60 @@ fn across_processes(rounds: usize) -> Result<(Vec<f64>, Vec<f64>), Box<dyn std::
             )
             .ok_or("A did not apply its demand")?;
             let t0 = field(&set, "t").ok_or("no t")?;
-            match wait_for(
+            let seen = wait_for(
                 &b_rx,
                 |l| field(l, "active") == Some(want),
                 Duration::from_secs(5),
-            ) {
-                Some(l) => out.push(field(&l, "t").unwrap_or(t0).saturating_sub(t0) as f64 / 1e3),
+            )
+            .and_then(|l| field(&l, "t"));
+            match seen {
+                Some(t) => out.push(t.saturating_sub(t0) as f64 / 1e3),
                 None => eprintln!("B did not reach {want} workers within 5 s"),
             }
+            log.push(Round {
+                grow: want == 2,
+                t0,
+                seen,
+            });
             std::thread::sleep(Duration::from_millis(5));
         }
     }
+    let manager = hops::take();
     let _ = writeln!(a_in, "quit");
     let _ = b.stdin.as_mut().map(|s| writeln!(s, "quit"));
-    std::thread::sleep(Duration::from_millis(200));
+    // Each probe prints its stamps once its pool has stopped.
+    let a_hops = collect_hops(&a_rx);
+    let b_hops = collect_hops(&b_rx);
     let _ = a.kill();
     let _ = b.kill();
     let _ = a.wait();
     let _ = b.wait();
     mgr.shutdown()?;
     let _ = std::fs::remove_dir_all(&dir);
-    Ok((grow, shrink))
+    Ok(Run {
+        grow,
+        shrink,
+        rounds: log,
+        a: a_hops,
+        b: b_hops,
+        manager,
+        a_pid: u64::from(a_pid),
+    })
+}
+
+/// A probe's `hop ...` lines up to `hops-end` (at most 10 s).
+fn collect_hops(rx: &mpsc::Receiver<String>) -> Vec<hops::Stamp> {
+    let mut v = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(l) if l == "hops-end" => break,
+            Ok(l) => v.extend(hops::Stamp::from_line(&l)),
+            Err(_) => break,
+        }
+    }
+    v.sort_by_key(|s| s.t);
+    v
 }
 
 /// The baseline: in-process `set_target_workers` on a pool of 2, no manager, timed to the
@@ -110,15 +194,18 @@ fn in_process(rounds: usize) -> Result<(Vec<f64>, Vec<f64>), Box<dyn std::error:
         .process_control(partita_runtime::ProcessControl::Manual)
         .build()?;
     let busy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    // Two chains of 500 µs tasks, each spawning its successor: a worker reaches a safe point
+    // between two of them (a task that looped forever would never let one park).
+    fn chain(busy: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_micros(500) {}
+        if busy.load(std::sync::atomic::Ordering::Relaxed) {
+            partita_runtime::spawn(move || chain(busy));
+        }
+    }
     for _ in 0..2 {
         let busy = busy.clone();
-        pool.spawn(move || {
-            while busy.load(std::sync::atomic::Ordering::Relaxed) {
-                let t = Instant::now();
-                while t.elapsed() < Duration::from_micros(500) {}
-                partita_runtime::yield_now();
-            }
-        });
+        pool.spawn(move || chain(busy));
     }
     let mut base_grow = Vec::new();
     let mut base_shrink = Vec::new();
@@ -223,4 +310,282 @@ fn field(line: &str, key: &str) -> Option<u64> {
     line.split_whitespace()
         .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
         .and_then(|v| v.parse().ok())
+}
+
+/// Hop stamps: the runtime and the manager emit `trace` events of target `partita::hop` with
+/// a `CLOCK_MONOTONIC` `t` at each step of a reaction; this layer keeps them in memory (no
+/// I/O on the measured path) and the probes print them when they stop.
+mod hops {
+    use std::sync::Mutex;
+    use tracing::field::{Field, Visit};
+    use tracing::subscriber::Interest;
+    use tracing::{Event, Metadata, Subscriber};
+    use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+    use tracing_subscriber::util::SubscriberInitExt;
+
+    /// One stamp: the hop's name, its time, and its other numeric fields.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct Stamp {
+        pub hop: String,
+        pub t: u64,
+        pub fields: Vec<(String, u64)>,
+    }
+
+    impl Stamp {
+        /// A numeric field.
+        pub fn get(&self, key: &str) -> Option<u64> {
+            self.fields.iter().find(|(k, _)| k == key).map(|&(_, v)| v)
+        }
+
+        /// `hop NAME t=NS k=v ...`
+        pub fn to_line(&self) -> String {
+            let mut l = format!("hop {} t={}", self.hop, self.t);
+            for (k, v) in &self.fields {
+                l.push_str(&format!(" {k}={v}"));
+            }
+            l
+        }
+
+        pub fn from_line(line: &str) -> Option<Stamp> {
+            let mut it = line.strip_prefix("hop ")?.split_whitespace();
+            let mut s = Stamp {
+                hop: it.next()?.to_string(),
+                ..Stamp::default()
+            };
+            for w in it {
+                let (k, v) = w.split_once('=')?;
+                let v: u64 = v.parse().ok()?;
+                if k == "t" {
+                    s.t = v;
+                } else {
+                    s.fields.push((k.to_string(), v));
+                }
+            }
+            Some(s)
+        }
+    }
+
+    static STAMPS: Mutex<Vec<Stamp>> = Mutex::new(Vec::new());
+
+    struct Collect;
+
+    fn is_hop(m: &Metadata<'_>) -> bool {
+        m.target() == "partita::hop"
+    }
+
+    impl Visit for Stamp {
+        fn record_str(&mut self, f: &Field, v: &str) {
+            if f.name() == "hop" {
+                self.hop = v.to_string();
+            }
+        }
+        fn record_u64(&mut self, f: &Field, v: u64) {
+            match f.name() {
+                "t" => self.t = v,
+                k => self.fields.push((k.to_string(), v)),
+            }
+        }
+        fn record_i64(&mut self, f: &Field, v: i64) {
+            self.record_u64(f, v.max(0) as u64);
+        }
+        fn record_debug(&mut self, _: &Field, _: &dyn std::fmt::Debug) {}
+    }
+
+    impl<S: Subscriber> Layer<S> for Collect {
+        fn register_callsite(&self, m: &'static Metadata<'static>) -> Interest {
+            if is_hop(m) {
+                Interest::always()
+            } else {
+                Interest::never()
+            }
+        }
+        fn enabled(&self, m: &Metadata<'_>, _: Context<'_, S>) -> bool {
+            is_hop(m)
+        }
+        fn on_event(&self, e: &Event<'_>, _: Context<'_, S>) {
+            let mut s = Stamp::default();
+            e.record(&mut s);
+            STAMPS.lock().unwrap_or_else(|p| p.into_inner()).push(s);
+        }
+    }
+
+    /// Collect this process's hop stamps from now on.
+    pub fn install() {
+        tracing_subscriber::registry().with(Collect).init();
+    }
+
+    /// The stamps collected so far, in time order (and forget them).
+    pub fn take() -> Vec<Stamp> {
+        let mut v = std::mem::take(&mut *STAMPS.lock().unwrap_or_else(|p| p.into_inner()));
+        v.sort_by_key(|s| s.t);
+        v
+    }
+}
+
+/// Where the time goes: each round's path followed hop by hop through the stamps of A, the
+/// manager and B (each hop is the first stamp of its kind after the previous hop), printed as
+/// per-hop percentiles and as the mean of each hop over the slowest rounds.
+mod breakdown {
+    use super::hops::Stamp;
+    use super::{Round, Run};
+    use partita_stats::percentile;
+
+    const HOPS: [&str; 9] = [
+        "A: set_demand -> doorbell sent",
+        "manager reads the doorbell",
+        "reallocator starts its round",
+        "plan (under the registry lock)",
+        "apply starts",
+        "B's client wakes (page write, futex)",
+        "B's client sets the target",
+        "B's worker acts (resume / safe point)",
+        "B's poll sees the count",
+    ];
+
+    /// The first stamp named `hop` in `[from, until)` that satisfies `pred`.
+    fn first<'a>(
+        v: &'a [Stamp],
+        hop: &str,
+        from: u64,
+        until: u64,
+        pred: impl Fn(&Stamp) -> bool,
+    ) -> Option<&'a Stamp> {
+        let i = v.partition_point(|s| s.t < from);
+        v[i..]
+            .iter()
+            .take_while(|s| s.t < until)
+            .find(|s| s.hop == hop && pred(s))
+    }
+
+    /// The time of the last stamp named `hop` in `[from, until]`.
+    fn last(v: &[Stamp], hop: &str, from: u64, until: u64) -> Option<u64> {
+        let i = v.partition_point(|s| s.t <= until);
+        v[..i]
+            .iter()
+            .rev()
+            .take_while(|s| s.t >= from)
+            .find(|s| s.hop == hop)
+            .map(|s| s.t)
+    }
+
+    /// The end of each hop (ns, absolute) for one round, or the index of the first hop
+    /// without a stamp.
+    fn chain(r: &Round, until: u64, run: &Run, a_pid: u64) -> Result<[u64; 9], usize> {
+        let want = if r.grow { 2 } else { 1 };
+        let ring = first(&run.a, "ring", r.t0, until, |_| true)
+            .ok_or(0usize)?
+            .t;
+        let read = first(&run.manager, "doorbell", ring, until, |s| {
+            s.get("pid") == Some(a_pid)
+        })
+        .ok_or(1usize)?
+        .t;
+        // B's change, then back to the manager's round that published it (a round that ran
+        // between the doorbell and it, publishing only A's page, counts as waiting).
+        let apply = first(&run.b, "client_apply", read, until, |s| {
+            s.get("target") == Some(want)
+        })
+        .ok_or(6usize)?;
+        let published = last(&run.manager, "publish", read, apply.t).ok_or(4usize)?;
+        let planned = last(&run.manager, "planned", read, published).ok_or(3usize)?;
+        let round = last(&run.manager, "round", read, planned).ok_or(2usize)?;
+        let woke = apply.get("woke").ok_or(5usize)?.clamp(published, apply.t);
+        let act_name = if r.grow { "resume" } else { "park" };
+        let act = first(&run.b, act_name, apply.t, until, |_| true)
+            .ok_or(7usize)?
+            .t;
+        let seen = r.seen.ok_or(8usize)?.max(act);
+        Ok([
+            ring, read, round, planned, published, woke, apply.t, act, seen,
+        ])
+    }
+
+    pub(super) fn print(run: &Run) {
+        let a_pid = run.a_pid;
+        for grow in [true, false] {
+            let mut per_hop: Vec<Vec<f64>> = vec![Vec::new(); HOPS.len()];
+            let mut totals = Vec::new();
+            let mut manager_part = Vec::new();
+            let mut rows = Vec::new();
+            let mut missing = [0usize; 9];
+            let mut held = 0;
+            for (i, r) in run
+                .rounds
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.grow == grow)
+            {
+                let until = run.rounds.get(i + 1).map_or(u64::MAX, |n| n.t0);
+                let ends = match chain(r, until, run, a_pid) {
+                    Ok(e) => e,
+                    Err(k) => {
+                        missing[k] += 1;
+                        continue;
+                    }
+                };
+                if first(&run.a, "held", r.t0, ends[0], |_| true).is_some() {
+                    held += 1;
+                }
+                let mut prev = r.t0;
+                let mut row = [0.0; 9];
+                for (k, &end) in ends.iter().enumerate() {
+                    row[k] = end.saturating_sub(prev) as f64 / 1e3;
+                    per_hop[k].push(row[k]);
+                    prev = end.max(prev);
+                }
+                totals.push((ends[7] - r.t0) as f64 / 1e3);
+                manager_part.push((ends[6] - r.t0) as f64 / 1e3);
+                rows.push(row);
+            }
+            let case = if grow {
+                "grow (A 2->0, B 1->2)"
+            } else {
+                "shrink (A 0->2, B 2->1)"
+            };
+            println!(
+                "{case}: per-hop breakdown, µs ({} rounds followed to the end, {held} with A's doorbell held by the rate bound)",
+                rows.len()
+            );
+            for (k, &m) in missing.iter().enumerate().filter(|&(_, &m)| m > 0) {
+                println!("  {m} rounds without a stamp for: {}", HOPS[k]);
+            }
+            if rows.is_empty() {
+                continue;
+            }
+            // The slowest 5% of rounds by time to the worker's act.
+            let mut order: Vec<usize> = (0..rows.len()).collect();
+            order.sort_by(|&x, &y| totals[y].total_cmp(&totals[x]));
+            let slow = &order[..rows.len().div_ceil(20)];
+            println!(
+                "{:<40} {:>8} {:>8} {:>8} {:>14}",
+                "hop (each from the end of the previous)", "p50", "p90", "p99", "slowest 5%"
+            );
+            for (k, name) in HOPS.iter().enumerate() {
+                let slow_mean = slow.iter().map(|&i| rows[i][k]).sum::<f64>() / slow.len() as f64;
+                println!(
+                    "{:<40} {:>8.0} {:>8.0} {:>8.0} {:>14.0}",
+                    name,
+                    percentile(&per_hop[k], 0.5),
+                    percentile(&per_hop[k], 0.9),
+                    percentile(&per_hop[k], 0.99),
+                    slow_mean
+                );
+            }
+            for (name, v) in [
+                ("reaction: set_demand -> B's target set", &manager_part),
+                ("end to end: set_demand -> worker acts", &totals),
+            ] {
+                let slow_mean = slow.iter().map(|&i| v[i]).sum::<f64>() / slow.len() as f64;
+                println!(
+                    "{:<40} {:>8.0} {:>8.0} {:>8.0} {:>14.0}",
+                    name,
+                    percentile(v, 0.5),
+                    percentile(v, 0.9),
+                    percentile(v, 0.99),
+                    slow_mean
+                );
+            }
+            println!();
+        }
+    }
 }

@@ -34,8 +34,9 @@ use tokio::sync::Notify;
 
 /// State shared by the daemon's tasks, the reallocator thread and the in-process handle.
 ///
-/// Lock order: the registry's lock is never held while taking the enforcer's (the
-/// reallocator plans under the first, then applies under the second).
+/// Lock order: the enforcer's lock, then the registry's; never the registry's while taking
+/// the enforcer's. The reallocator holds the enforcer's across planning (under the
+/// registry's) and applying; status snapshots take both, so they show what is in force.
 #[derive(Debug)]
 pub(crate) struct Shared {
     registry: Mutex<Registry>,
@@ -66,11 +67,20 @@ impl Shared {
 
     /// One reallocation: plan under the registry's lock, apply outside it.
     fn reallocate_once(&self) {
+        realloc::hop!("round");
+        // The enforcer's lock is held from before planning until the batch is applied, so a
+        // status snapshot (taken under it too) never shows an allocation whose affinities
+        // and cgroups are still being changed.
+        let mut enforcer = self.enforcer();
         let batch = self.lock().plan();
-        realloc::apply(batch, &mut self.enforcer());
+        realloc::hop!("planned");
+        realloc::apply(batch, &mut enforcer);
+        realloc::hop!("applied");
     }
 
+    /// What `partita status` shows: the allocation in force (never one still being applied).
     pub(crate) fn status(&self) -> Status {
+        let _applied = self.enforcer();
         self.lock().status(None)
     }
 
@@ -179,6 +189,9 @@ pub(crate) async fn run(
     listener: std::os::unix::net::UnixListener,
     socket: PathBuf,
 ) -> Result<(), Error> {
+    // The thread that runs this loop (all tasks, on a current-thread runtime) reads
+    // doorbells; worker threads of a multi-thread runtime ask for the same at their start.
+    realloc::react_quickly();
     let listener = UnixListener::from_std(listener).map_err(|source| Error::Io {
         context: "register listener with tokio".into(),
         source,
@@ -450,7 +463,11 @@ async fn connection(shared: Arc<Shared>, mut stream: UnixStream, hello_timeout: 
     };
     match first {
         ClientMessage::StatusRequest { .. } => {
-            let status = shared.lock().status(Some(peer.uid));
+            let status = {
+                // As `Shared::status`: wait for a reallocation being applied.
+                let _applied = shared.enforcer();
+                shared.lock().status(Some(peer.uid))
+            };
             let json = serde_json::to_string(&status)
                 .unwrap_or_else(|e| format!("{{\"error\":\"cannot serialise status: {e}\"}}"));
             let frame = ManagerMessage::StatusReply { json }.encode();
@@ -638,6 +655,7 @@ async fn follow(shared: &Shared, stream: &mut UnixStream, proc: &ProcRef, uid: u
             msg = read_frame(stream) => match msg {
                 Ok(None) | Ok(Some(ClientMessage::Goodbye)) => return,
                 Ok(Some(ClientMessage::DemandChanged)) => {
+                    realloc::hop!("doorbell", pid = who.0);
                     shared.ring();
                 }
                 Ok(Some(_)) => {

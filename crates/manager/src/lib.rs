@@ -236,6 +236,7 @@ pub fn serve_with_metrics(
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .on_thread_start(realloc::react_quickly)
         .enable_all()
         .build()
         .map_err(|source| Error::Io {

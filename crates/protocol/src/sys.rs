@@ -402,3 +402,40 @@ pub fn file_seals(fd: BorrowedFd<'_>) -> io::Result<i32> {
     // SAFETY: plain fcntl on a valid fd.
     cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) })
 }
+
+/// Ask the scheduler for a short time slice for the calling thread (`sched_setattr` with
+/// `sched_runtime` under a fair policy: EEVDF, Linux ≥ 6.12). A thread that sleeps most of
+/// the time and must act as soon as it is woken — a manager's doorbell handler or
+/// reallocator, a client watching its page — then preempts a CPU-bound thread on wake-up
+/// instead of waiting for that thread's slice to end. Its share of CPU time does not grow, so
+/// no privilege is needed; its policy and nice value are kept. Threads under a real-time or
+/// deadline policy are left alone. The slice is clamped to the kernel's 100 µs … 100 ms.
+///
+/// ```
+/// // Older kernels may refuse it; either way the thread keeps running as before.
+/// let _ = partita_protocol::sys::request_short_slice(std::time::Duration::from_micros(100));
+/// ```
+pub fn request_short_slice(slice: Duration) -> io::Result<()> {
+    let size = std::mem::size_of::<libc::sched_attr>() as u32;
+    // SAFETY: a zeroed sched_attr is a valid out-parameter (plain integers).
+    let mut attr: libc::sched_attr = unsafe { std::mem::zeroed() };
+    // SAFETY: `attr` is valid for `size` bytes; pid 0 is the calling thread; flags 0.
+    let r = unsafe { libc::syscall(libc::SYS_sched_getattr, 0, &mut attr, size, 0) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if attr.sched_policy != libc::SCHED_OTHER as u32
+        && attr.sched_policy != libc::SCHED_BATCH as u32
+    {
+        return Ok(());
+    }
+    attr.size = size;
+    attr.sched_flags = 0;
+    attr.sched_runtime = slice.as_nanos().clamp(100_000, 100_000_000) as u64;
+    // SAFETY: `attr` is a valid sched_attr of `size` bytes; pid 0 is the calling thread.
+    let r = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr, 0) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

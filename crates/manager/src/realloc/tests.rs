@@ -236,3 +236,27 @@ fn a_ring_is_served_by_a_round_that_starts_after_it() {
     bell.stop();
     worker.join().unwrap();
 }
+
+#[test]
+fn revocations_are_published_first() {
+    // (before, after): a grant, a revocation, an unchanged target, another revocation.
+    let order = revocations_first(&[(1, 2), (2, 1), (1, 1), (3, 0)]);
+    assert_eq!(order, vec![1, 3, 0, 2]);
+}
+
+proptest! {
+    /// Every page is published exactly once, and no raised or kept target goes before a
+    /// lowered one.
+    #[test]
+    fn publish_order_is_a_permutation_with_revocations_first(
+        changes in prop::collection::vec((0u32..5, 0u32..5), 0..20),
+    ) {
+        let order = revocations_first(&changes);
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        prop_assert_eq!(sorted, (0..changes.len()).collect::<Vec<_>>());
+        let lowered = |i: usize| changes[i].1 < changes[i].0;
+        let first_other = order.iter().position(|&i| !lowered(i)).unwrap_or(order.len());
+        prop_assert!(order[first_other..].iter().all(|&i| !lowered(i)));
+    }
+}

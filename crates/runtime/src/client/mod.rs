@@ -149,6 +149,12 @@ fn client_thread(
     stop: Arc<AtomicBool>,
     tick: Duration,
 ) {
+    // This thread sleeps on the page and must act at once when woken (apply a new target,
+    // and so wake or park workers): let it preempt the busy workers on wake-up (a short
+    // EEVDF slice; no extra CPU share). Best effort.
+    if let Err(e) = partita_protocol::sys::request_short_slice(Duration::from_micros(100)) {
+        tracing::debug!(error = %e, "partita: no short scheduler slice for the client thread");
+    }
     let mut registered_before = false;
     loop {
         let Some(conn) = find_manager(&pool, &params, &stop) else {

@@ -67,6 +67,7 @@ impl Bell {
         let now = (self.base.elapsed().as_nanos() as u64).max(1);
         let last = self.last_ring_ns.load(Ordering::Relaxed);
         if last != 0 && now < last + MIN_RING_NS {
+            crate::control::hop!("held", demand = demand);
             return Ok(()); // rate bound: the next tick rings
         }
         // One ringer per interval.
@@ -78,6 +79,8 @@ impl Bell {
             return Ok(());
         }
         self.rung.store(demand, Ordering::Relaxed);
+        // Stamped before the write: the manager may read it before the write returns.
+        crate::control::hop!("ring", demand = demand);
         // A full socket buffer only delays the manager's reaction to its next periodic
         // reallocation.
         match (&self.stream).write(&self.ring) {
@@ -135,13 +138,14 @@ pub(crate) fn run(
             return End::PoolGone;
         };
         let seen_wake = page.manager.wake.load(Ordering::Acquire);
+        let woke = monotonic_ns();
         let a = page.manager.read();
         // A zero quantum whose end passed with no update from the manager: resume on our own
         // (a hung manager cannot starve us); the next update applies as usual.
         let expired = zero_quantum_expired(
             a.target,
             page.manager.quantum_end.load(Ordering::Acquire),
-            monotonic_ns(),
+            woke,
         );
         if applied_epoch != Some(a.epoch) || expired != applied_expired {
             let target = if expired {
@@ -150,6 +154,7 @@ pub(crate) fn run(
                 a.target as usize
             };
             if !a.partition_only && p.target_workers() != target {
+                crate::control::hop!("client_apply", target = target, woke = woke);
                 p.set_target_workers(target);
             }
             if !a.cpus.is_empty() && a.cpus != applied_cpus {

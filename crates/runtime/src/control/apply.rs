@@ -95,6 +95,7 @@ impl Registry {
         self.suspended_at[index].store(self.started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         // `active` is reported, never used to decide a wake or a suspension.
         self.control.active.fetch_sub(1, Ordering::SeqCst);
+        control::hop!("park", worker = index);
         self.ready.set_active(index, false);
         // Its ready queue now belongs to an active worker: make sure one is awake if it (or
         // the tasks just handed over) holds anything.
@@ -217,6 +218,7 @@ impl WorkerThread {
             terminate.probe() || !self.broadcast.is_empty() || !self.should_suspend()
         });
         reg.control.active.fetch_add(1, Ordering::SeqCst);
+        control::hop!("resume", worker = self.index);
         reg.ready.set_active(self.index, true);
         let since = reg.suspended_at[self.index].load(Ordering::Relaxed);
         let now = reg.started.elapsed().as_nanos() as u64;

@@ -9,6 +9,30 @@
 //! suspends itself at its next safe point, i.e. between two tasks of its main loop). Changes
 //! that cancel out before anyone reaches a safe point do nothing — Tucker's damping.
 
+/// Stamp one hop of a reaction (a demand change travelling from one pool, through a
+/// manager, to another pool's workers): a `trace` event of target `partita::hop` carrying
+/// `CLOCK_MONOTONIC` ns (comparable across processes). Free unless a subscriber enables
+/// that target (the `reaction` example does, to break its latency down by hop).
+macro_rules! hop {
+    ($name:literal $(, $k:ident = $v:expr)* $(,)?) => {
+        tracing::trace!(
+            target: "partita::hop",
+            hop = $name,
+            t = $crate::control::monotonic_ns()
+            $(, $k = $v)*
+        )
+    };
+}
+pub(crate) use hop;
+
+/// `CLOCK_MONOTONIC` in ns (the clock of [`hop`] stamps; 0 if the call fails, which it
+/// cannot for this clock).
+pub(crate) fn monotonic_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).map_or(0, |t| {
+        t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+    })
+}
+
 mod apply;
 pub(crate) mod demand;
 mod report;
