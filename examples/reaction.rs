@@ -500,90 +500,105 @@ mod breakdown {
         ])
     }
 
-    pub(super) fn print(run: &Run) {
-        let a_pid = run.a_pid;
-        for grow in [true, false] {
-            let mut per_hop: Vec<Vec<f64>> = vec![Vec::new(); HOPS.len()];
-            let mut totals = Vec::new();
-            let mut manager_part = Vec::new();
-            let mut rows = Vec::new();
-            let mut missing = [0usize; 9];
-            let mut held = 0;
-            for (i, r) in run
-                .rounds
-                .iter()
-                .enumerate()
-                .filter(|(_, r)| r.grow == grow)
-            {
-                let until = run.rounds.get(i + 1).map_or(u64::MAX, |n| n.t0);
-                let ends = match chain(r, until, run, a_pid) {
-                    Ok(e) => e,
-                    Err(k) => {
-                        missing[k] += 1;
-                        continue;
-                    }
-                };
-                if first(&run.a, "held", r.t0, ends[0], |_| true).is_some() {
-                    held += 1;
+    /// One case's rounds, followed hop by hop.
+    struct Case {
+        per_hop: Vec<Vec<f64>>,
+        totals: Vec<f64>,
+        manager_part: Vec<f64>,
+        rows: Vec<[f64; 9]>,
+        missing: [usize; 9],
+        held: usize,
+    }
+
+    fn collect(run: &Run, grow: bool) -> Case {
+        let mut c = Case {
+            per_hop: vec![Vec::new(); HOPS.len()],
+            totals: Vec::new(),
+            manager_part: Vec::new(),
+            rows: Vec::new(),
+            missing: [0; 9],
+            held: 0,
+        };
+        for (i, r) in run
+            .rounds
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.grow == grow)
+        {
+            let until = run.rounds.get(i + 1).map_or(u64::MAX, |n| n.t0);
+            let ends = match chain(r, until, run, run.a_pid) {
+                Ok(e) => e,
+                Err(k) => {
+                    c.missing[k] += 1;
+                    continue;
                 }
-                let mut prev = r.t0;
-                let mut row = [0.0; 9];
-                for (k, &end) in ends.iter().enumerate() {
-                    row[k] = end.saturating_sub(prev) as f64 / 1e3;
-                    per_hop[k].push(row[k]);
-                    prev = end.max(prev);
-                }
-                totals.push((ends[7] - r.t0) as f64 / 1e3);
-                manager_part.push((ends[6] - r.t0) as f64 / 1e3);
-                rows.push(row);
+            };
+            if first(&run.a, "held", r.t0, ends[0], |_| true).is_some() {
+                c.held += 1;
             }
+            let mut prev = r.t0;
+            let mut row = [0.0; 9];
+            for (k, &end) in ends.iter().enumerate() {
+                row[k] = end.saturating_sub(prev) as f64 / 1e3;
+                c.per_hop[k].push(row[k]);
+                prev = end.max(prev);
+            }
+            c.totals.push((ends[7] - r.t0) as f64 / 1e3);
+            c.manager_part.push((ends[6] - r.t0) as f64 / 1e3);
+            c.rows.push(row);
+        }
+        c
+    }
+
+    fn line(name: &str, v: &[f64], slow_mean: f64) {
+        println!(
+            "{:<40} {:>8.0} {:>8.0} {:>8.0} {:>14.0}",
+            name,
+            percentile(v, 0.5),
+            percentile(v, 0.9),
+            percentile(v, 0.99),
+            slow_mean
+        );
+    }
+
+    pub(super) fn print(run: &Run) {
+        for grow in [true, false] {
+            let c = collect(run, grow);
             let case = if grow {
                 "grow (A 2->0, B 1->2)"
             } else {
                 "shrink (A 0->2, B 2->1)"
             };
             println!(
-                "{case}: per-hop breakdown, µs ({} rounds followed to the end, {held} with A's doorbell held by the rate bound)",
-                rows.len()
+                "{case}: per-hop breakdown, µs ({} rounds followed to the end, {} with A's doorbell held by the rate bound)",
+                c.rows.len(),
+                c.held
             );
-            for (k, &m) in missing.iter().enumerate().filter(|&(_, &m)| m > 0) {
+            for (k, &m) in c.missing.iter().enumerate().filter(|&(_, &m)| m > 0) {
                 println!("  {m} rounds without a stamp for: {}", HOPS[k]);
             }
-            if rows.is_empty() {
+            if c.rows.is_empty() {
                 continue;
             }
             // The slowest 5% of rounds by time to the worker's act.
-            let mut order: Vec<usize> = (0..rows.len()).collect();
-            order.sort_by(|&x, &y| totals[y].total_cmp(&totals[x]));
-            let slow = &order[..rows.len().div_ceil(20)];
+            let mut order: Vec<usize> = (0..c.rows.len()).collect();
+            order.sort_by(|&x, &y| c.totals[y].total_cmp(&c.totals[x]));
+            let slow = &order[..c.rows.len().div_ceil(20)];
+            let slow_mean = |f: &dyn Fn(usize) -> f64| {
+                slow.iter().map(|&i| f(i)).sum::<f64>() / slow.len() as f64
+            };
             println!(
                 "{:<40} {:>8} {:>8} {:>8} {:>14}",
                 "hop (each from the end of the previous)", "p50", "p90", "p99", "slowest 5%"
             );
             for (k, name) in HOPS.iter().enumerate() {
-                let slow_mean = slow.iter().map(|&i| rows[i][k]).sum::<f64>() / slow.len() as f64;
-                println!(
-                    "{:<40} {:>8.0} {:>8.0} {:>8.0} {:>14.0}",
-                    name,
-                    percentile(&per_hop[k], 0.5),
-                    percentile(&per_hop[k], 0.9),
-                    percentile(&per_hop[k], 0.99),
-                    slow_mean
-                );
+                line(name, &c.per_hop[k], slow_mean(&|i| c.rows[i][k]));
             }
             for (name, v) in [
-                ("reaction: set_demand -> B's target set", &manager_part),
-                ("end to end: set_demand -> worker acts", &totals),
+                ("reaction: set_demand -> B's target set", &c.manager_part),
+                ("end to end: set_demand -> worker acts", &c.totals),
             ] {
-                let slow_mean = slow.iter().map(|&i| v[i]).sum::<f64>() / slow.len() as f64;
-                println!(
-                    "{:<40} {:>8.0} {:>8.0} {:>8.0} {:>14.0}",
-                    name,
-                    percentile(v, 0.5),
-                    percentile(v, 0.9),
-                    percentile(v, 0.99),
-                    slow_mean
-                );
+                line(name, v, slow_mean(&|i| v[i]));
             }
             println!();
         }

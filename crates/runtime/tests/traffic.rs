@@ -54,31 +54,9 @@ fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
-#[test]
-fn workers_page_faults_reach_the_control_page() {
-    let m = partita_runtime::measure_traffic_with(TrafficEvent::PageFaults);
-    let MeasuredTraffic::Counting {
-        event: TrafficEvent::PageFaults,
-        bytes_per_event: page,
-    } = m
-    else {
-        eprintln!("software perf events not available here; skipping: {m:?}");
-        return;
-    };
-    let dir = std::env::temp_dir().join(format!("partita-traffic-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("m.sock");
-    let listener = UnixListener::bind(&socket).unwrap();
-    // SAFETY: the only test in this process; nothing reads the environment concurrently.
-    unsafe {
-        std::env::set_var("PARTITA_SOCKET", &socket);
-        std::env::set_var("PARTITA_CLIENT_TICK_US", "1000");
-        std::env::remove_var("PARTITA");
-    }
-    let pool = ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-
-    // The scripted manager: accept, read the hello, hand over a page.
+/// The scripted manager: accept, read the hello, hand over a page (the connection is kept
+/// open by the caller).
+fn scripted_manager(listener: &UnixListener) -> (std::os::unix::net::UnixStream, PageMap) {
     listener.set_nonblocking(true).unwrap();
     let deadline = Instant::now() + LONG;
     let mut s = loop {
@@ -109,6 +87,34 @@ fn workers_page_faults_reach_the_control_page() {
     }
     .encode();
     send_with_fd(s.as_fd(), &welcome, map.fd()).unwrap();
+    (s, map)
+}
+
+#[test]
+fn workers_page_faults_reach_the_control_page() {
+    let m = partita_runtime::measure_traffic_with(TrafficEvent::PageFaults);
+    let MeasuredTraffic::Counting {
+        event: TrafficEvent::PageFaults,
+        bytes_per_event: page,
+    } = m
+    else {
+        eprintln!("software perf events not available here; skipping: {m:?}");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("partita-traffic-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("m.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    // SAFETY: the only test in this process; nothing reads the environment concurrently.
+    unsafe {
+        std::env::set_var("PARTITA_SOCKET", &socket);
+        std::env::set_var("PARTITA_CLIENT_TICK_US", "1000");
+        std::env::remove_var("PARTITA");
+    }
+    let pool = ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+
+    let (_conn, map) = scripted_manager(&listener);
     let published = || map.app.bandwidth.load(Ordering::Relaxed);
     wait_until("a first heartbeat", || {
         map.app.heartbeat.load(Ordering::Relaxed) != 0
