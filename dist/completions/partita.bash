@@ -495,7 +495,7 @@ _partita() {
             return 0
             ;;
         partita__subcmd__serve)
-            opts="-h --config --socket --log-format --metrics --metrics-public --help"
+            opts="-h --config --socket --log-format --metrics --metrics-public --cleanup --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

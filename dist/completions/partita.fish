@@ -44,6 +44,7 @@ complete -c partita -n "__fish_partita_using_subcommand serve" -l log-format -d 
 json\t'One JSON object per line (timestamp, level, target, fields)'"
 complete -c partita -n "__fish_partita_using_subcommand serve" -l metrics -d 'Serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464; port 0 picks a free port, logged as `metrics listening on ADDR`). Loopback addresses only, unless --metrics-public' -r
 complete -c partita -n "__fish_partita_using_subcommand serve" -l metrics-public -d 'Allow --metrics on a non-loopback address (the endpoint has no authentication)'
+complete -c partita -n "__fish_partita_using_subcommand serve" -l cleanup -d 'Do not serve: undo what managers that died without cleaning up left (affinities from their journals next to the socket, cgroups, `+cpuset`), print a summary and exit. A starting manager does the same first'
 complete -c partita -n "__fish_partita_using_subcommand serve" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c partita -n "__fish_partita_using_subcommand status" -l socket -d 'Socket path (default as for `serve`)' -r -F
 complete -c partita -n "__fish_partita_using_subcommand status" -l json -d 'Print JSON instead of tables'
