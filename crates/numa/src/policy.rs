@@ -571,6 +571,20 @@ impl CounterTable {
         self.writes[page] = 0;
     }
 
+    /// Zeroes every counter now (a caller that decides at its own rounds resets here instead
+    /// of on a clock: see the runtime's sampler).
+    ///
+    /// ```
+    /// let mut t = partita_numa::policy::CounterTable::new(2, 2, 0);
+    /// t.record(1, 1, true, 5);
+    /// t.clear();
+    /// assert_eq!((t.counters(1, 1).misses, t.counters(1, 1).writes), (vec![0, 0], 0));
+    /// ```
+    pub fn clear(&mut self) {
+        self.misses.fill(0);
+        self.writes.fill(0);
+    }
+
     /// The page's counters, with `requester` as the deciding node.
     ///
     /// ```

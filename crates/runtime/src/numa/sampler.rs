@@ -123,13 +123,12 @@ impl Sampling {
                 }),
         };
         Ok(Sampling {
-            hints: AccessHints::new(
-                range.start(),
-                range.len(),
-                nodes,
-                1,
-                params.reset_interval_ns,
-            ),
+            // No reset on a clock: `round` zeroes the counters after deciding, so every round
+            // decides on one whole interval of counts. A clock reset with the sampler's own
+            // period kept a fixed phase to its rounds, and when a round fell just after the
+            // reset it saw a few milliseconds of counts, round after round (the VM's
+            // read-write-shared check saw no decision in 4 rounds of two writing threads).
+            hints: AccessHints::new(range.start(), range.len(), nodes, 1, 0),
             migrator: Migrator::new(range, *params)?,
             faults,
         })
@@ -319,6 +318,7 @@ fn round(
         total.migrated += done.migrated as u64;
         total.failed += done.failed as u64;
         total.not_executed += done.not_executed as u64;
+        s.hints.table_mut().clear();
         if !s.arm() {
             total.unsampled += 1;
         }
