@@ -192,10 +192,23 @@ pub(crate) fn drain_and_remove(dir: &Path, to: &Path) -> bool {
             }
         }
     }
-    for p in procs(dir) {
-        let _ = std::fs::write(to.join("cgroup.procs"), p.to_string());
+    // rmdir fails with EBUSY while a task that was in the cgroup is still exiting (it is
+    // released after its last reference, after `procs` stopped listing it), or when a fork
+    // raced the drain: drain again and retry for a bounded time (≤ 100 ms), as runc and
+    // systemd do.
+    for _ in 0..50 {
+        for p in procs(dir) {
+            let _ = std::fs::write(to.join("cgroup.procs"), p.to_string());
+        }
+        match std::fs::remove_dir(dir) {
+            Ok(()) => return true,
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            Err(_) => break,
+        }
     }
-    std::fs::remove_dir(dir).is_ok() || !dir.exists()
+    !dir.exists()
 }
 
 /// Remove what dead managers left under `own`: every `partita-mgr-*` (and older
