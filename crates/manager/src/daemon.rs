@@ -146,9 +146,22 @@ pub(crate) fn bind(
             std::fs::create_dir_all(dir).map_err(io("create directory for"))?;
         }
     }
-    let listener = std::os::unix::net::UnixListener::bind(socket).map_err(io("bind"))?;
+    // Bound and given its mode under a temporary name, then renamed into place: a client that
+    // sees the path can connect (between bind and listen, or before the chmod, it would get
+    // ECONNREFUSED or a socket with the wrong mode).
+    let mut tmp = socket.as_os_str().to_owned();
+    tmp.push(format!(".{}.tmp", std::process::id()));
+    let tmp = std::path::PathBuf::from(tmp);
+    let _ = std::fs::remove_file(&tmp);
+    let listener = std::os::unix::net::UnixListener::bind(&tmp).map_err(io("bind"))?;
     let mode = if group_access { 0o660 } else { 0o600 };
-    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(mode)).map_err(io("chmod"))?;
+    let published = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
+        .map_err(io("chmod"))
+        .and_then(|()| std::fs::rename(&tmp, socket).map_err(io("rename into place")));
+    if let Err(e) = published {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
     listener
         .set_nonblocking(true)
         .map_err(io("set_nonblocking"))?;
