@@ -4,18 +4,19 @@
 //! Timings are the benchmark's business (docs/bench/demo.md), not this test's.
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 fn partita() -> Command {
     Command::new(env!("CARGO_BIN_EXE_partita"))
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("partita-demo-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh output directory, removed when dropped.
+fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("partita-demo-test-{name}-"))
+        .tempdir()
+        .expect("create a temp dir") // a test cannot run without it
 }
 
 fn well_formed_svg(path: &Path) {
@@ -121,7 +122,8 @@ fn report_and_charts_are_written(out: &Path) {
 
 #[test]
 fn demo_runs_every_mode_with_correct_results_and_writes_its_report() {
-    let out = scratch("all-modes");
+    let scratch_dir = scratch("all-modes");
+    let out = scratch_dir.path();
     let result = partita()
         .args([
             "demo",
@@ -133,7 +135,7 @@ fn demo_runs_every_mode_with_correct_results_and_writes_its_report() {
             "2",
             "--out",
         ])
-        .arg(&out)
+        .arg(out)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&result.stdout);
@@ -193,8 +195,7 @@ fn demo_runs_every_mode_with_correct_results_and_writes_its_report() {
         "active workers exceeded the CPUs for {longest:.3} s (reallocation period {realloc} s)"
     );
 
-    report_and_charts_are_written(&out);
-    let _ = std::fs::remove_dir_all(&out);
+    report_and_charts_are_written(out);
 }
 
 #[test]
@@ -242,7 +243,7 @@ fn workload_subcommand_checks_its_result_and_rejects_bad_input() {
 
     let bad_mix = partita()
         .args(["demo", "--mix", "nope", "--out"])
-        .arg(scratch("bad-mix"))
+        .arg(scratch("bad-mix").path())
         .output()
         .unwrap();
     assert!(!bad_mix.status.success());

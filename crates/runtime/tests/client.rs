@@ -29,11 +29,34 @@ fn env_lock() -> MutexGuard<'static, ()> {
     ENV.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn socket_path(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("partita-client-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join("m.sock")
+/// A socket path in a fresh directory that is removed when this is dropped.
+struct TestSocket {
+    path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl std::ops::Deref for TestSocket {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl AsRef<std::path::Path> for TestSocket {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+fn socket_path(tag: &str) -> TestSocket {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("partita-client-{tag}-"))
+        .tempdir()
+        .expect("create a temp dir"); // a test cannot run without it
+    TestSocket {
+        path: dir.path().join("m.sock"),
+        _dir: dir,
+    }
 }
 
 /// Build a pool of `n` in the default (manager) mode while `PARTITA_SOCKET` points at `socket`.
