@@ -184,7 +184,17 @@ mod tests {
                 .collect();
             let dist: f64 = xs.windows(5).map(|w| (w[4] - w.iter().sum::<f64>() / 5.0).abs()).sum::<f64>()
                 / (xs.len() - 4) as f64;
-            prop_assert!((dist / rate - 0.05).abs() < 0.01, "distance {}", dist / rate);
+            // The distance is carried by the spikes, about p·n of them (Poisson): its relative
+            // noise is 1/sqrt(p·n), so the bound adds four of those sigmas to the slack. At a
+            // low rate spikes are rare (rate 0.5: ~160 in 200,000 samples, ±8 %), and a fixed
+            // ±0.01 failed on sampling noise alone (rate 0.5, seed 235: 0.040).
+            let noise = 4.0 * 0.05 / (b.p * xs.len() as f64).sqrt();
+            prop_assert!(
+                (dist / rate - 0.05).abs() < 0.01 + noise,
+                "distance {} (bound 0.05 ± {})",
+                dist / rate,
+                0.01 + noise
+            );
         }
     }
 
