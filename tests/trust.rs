@@ -433,17 +433,7 @@ fn threads_created_after_confinement_get_the_process_mask_back() {
         return;
     }
     let _s = serial();
-    let script = r#"
-import threading, time, sys
-print("ready", flush=True)
-sys.stdin.readline()
-def f():
-    print("tid", threading.get_native_id(), flush=True)
-    time.sleep(30)
-threading.Thread(target=f, daemon=True).start()
-time.sleep(30)
-"#;
-    let mut p = Proc::spawn(Command::new("python3").args(["-c", script]));
+    let mut p = Proc::spawn(Command::new("python3").args(["-c", support::THREAD_ON_DEMAND]));
     p.wait_line(0, Duration::from_secs(10), |l| l == "ready")
         .unwrap();
     let mut e = Enforcer::new(false, all);

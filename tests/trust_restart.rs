@@ -16,18 +16,6 @@ use support::{bin, serial, wait_until, Proc, TempDir};
 /// Affinity confinement (no cgroups) of `partita run` programs to CPU 0 only.
 const CONFIG: &str = "uncontrolled = \"tracked\"\ncgroups = false\ncpus = \"0\"\n";
 
-/// A program that starts a thread when told to and prints its tid.
-const SCRIPT: &str = r#"
-import threading, time, sys
-print("ready", flush=True)
-sys.stdin.readline()
-def f():
-    print("tid", threading.get_native_id(), flush=True)
-    time.sleep(60)
-threading.Thread(target=f, daemon=True).start()
-time.sleep(60)
-"#;
-
 fn journals(dir: &Path, manager: i32) -> Vec<PathBuf> {
     std::fs::read_dir(dir)
         .map(|rd| {
@@ -49,7 +37,7 @@ fn confined_program(socket: &Path, one: &CpuSet) -> (Proc, i32) {
         Command::new(bin())
             .args(["run", "--socket"])
             .arg(socket)
-            .args(["--", "python3", "-c", SCRIPT]),
+            .args(["--", "python3", "-c", support::THREAD_ON_DEMAND]),
     );
     p.wait_line(0, Duration::from_secs(20), |l| l == "ready")
         .expect("the program did not start");

@@ -175,3 +175,16 @@ pub fn field(line: &str, key: &str) -> Option<u64> {
 }
 
 pub const TRACKED: &str = "uncontrolled = \"tracked\"\nhello_timeout_ms = 500\n";
+
+/// A python program that prints `ready`, starts a thread when a line arrives on its stdin,
+/// and prints that thread's tid (`tid N`): a thread created at a moment the test chooses.
+pub const THREAD_ON_DEMAND: &str = r#"
+import threading, time, sys
+print("ready", flush=True)
+sys.stdin.readline()
+def f():
+    print("tid", threading.get_native_id(), flush=True)
+    time.sleep(60)
+threading.Thread(target=f, daemon=True).start()
+time.sleep(60)
+"#;

@@ -345,7 +345,8 @@ const REACT_SLICE: std::time::Duration = std::time::Duration::from_micros(100);
 /// slice; no extra CPU share): the doorbell handlers and the reallocator sleep almost always,
 /// and every wake-up they wait for is on a reaction's path. On a machine whose CPUs are all
 /// busy with workers, a woken thread could otherwise wait up to a full default slice
-/// (milliseconds). Best effort: a kernel that refuses it only loses the speed-up.
+/// (milliseconds). Best effort. Measured (docs/bench/manager.md §2, 3 alternating runs each at
+/// load 11-14): no change the noise let show; kept because it asks for no CPU share.
 pub(crate) fn react_quickly() {
     if let Err(e) = partita_protocol::sys::request_short_slice(REACT_SLICE) {
         tracing::debug!(error = %e, "sched_setattr: no short slice for this thread");

@@ -90,9 +90,9 @@ pub struct AppSide {
     pub tasks_run: AtomicU64,
     /// Nanoseconds the workers spent idle.
     pub idle_ns: AtomicU64,
-    /// Cumulative bytes the application reports having moved (partita-runtime's
-    /// `report_bytes`); the manager turns successive readings into a rate. 0 if it does not
-    /// report.
+    /// Cumulative bytes of memory traffic the application publishes (partita-runtime: the
+    /// larger of what it reports with `report_bytes` and what its workers' counters measure);
+    /// the manager turns successive readings into a rate. 0 if it neither reports nor measures.
     pub bandwidth: AtomicU64,
     /// `CLOCK_MONOTONIC` nanoseconds of the last report.
     pub heartbeat: AtomicU64,
