@@ -206,3 +206,30 @@ fn an_orphaned_child_follows_its_group() {
     assert_eq!(during, second, "the orphan stayed on the old set");
     assert_eq!(after, mine);
 }
+
+/// The same rule for one process (an application's, no tree): pinned outside its allocation,
+/// it is narrowed to the allocation (before, the request failed and it stayed where it was),
+/// and given its pin back.
+#[test]
+fn a_process_pinned_outside_the_allocation_is_narrowed_too() {
+    let Some((mine, first, second)) = two_cpus() else {
+        return;
+    };
+    let c = second.to_vec()[0];
+    let mut sh = Shell::spawn(&format!("echo $$; exec taskset -c {c} sleep 30"));
+    let pid = sh.pid();
+    assert!(
+        wait_affinity(pid, second),
+        "taskset did not pin the process"
+    );
+    let p = ProcRef::open(pid).unwrap();
+    let mut e = Enforcer::new(false, mine);
+    let r = e.confine_process(&p, &first, false);
+    let during = affinity(pid);
+    e.restore_process(&p);
+    let after = affinity(pid);
+    drop(sh);
+    assert_eq!(r.map_err(|e| e.to_string()), Ok(first));
+    assert_eq!(during, first);
+    assert_eq!(after, second);
+}
