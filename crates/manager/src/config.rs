@@ -410,6 +410,21 @@ fn bad(key: &str, value: impl fmt::Display, reason: &'static str) -> ConfigError
     }
 }
 
+/// Names reach the wire (`partita status`, replies) and the log: a control character in one
+/// (a tab, a newline, an escape sequence) is refused, naming the key and the character. (The
+/// wire encoder would make it harmless, as U+FFFD, but the operator would not see the name
+/// they wrote.)
+fn no_control(key: &str, value: &str) -> Result<(), ConfigError> {
+    match value.char_indices().find(|(_, c)| c.is_control()) {
+        Some((at, c)) => Err(bad(
+            key,
+            format!("{value:?} (U+{:04X} at byte {at})", c as u32),
+            "control characters are not allowed",
+        )),
+        None => Ok(()),
+    }
+}
+
 impl Config {
     /// Parse and validate TOML.
     ///
@@ -504,7 +519,8 @@ impl Config {
         self.validate_partitions()
     }
 
-    /// Check the `[[partition]]` tables: names 1 to 64 bytes and unique, a share or CPU count.
+    /// Check the `[[partition]]` tables: names 1 to 64 bytes, unique and without control
+    /// characters (membership names too), a share or CPU count.
     fn validate_partitions(&self) -> Result<(), ConfigError> {
         let mut seen = std::collections::HashSet::new();
         for (i, p) in self.partitions.iter().enumerate() {
@@ -515,6 +531,10 @@ impl Config {
                     format!("{:?}", p.name),
                     "must be 1 to 64 bytes",
                 ));
+            }
+            no_control(&key("name"), &p.name)?;
+            for (j, n) in p.members.names.iter().enumerate() {
+                no_control(&key(&format!("members.names[{j}]")), n)?;
             }
             if !seen.insert(p.name.clone()) {
                 return Err(bad(
@@ -625,6 +645,69 @@ mod tests {
         for (text, key) in cases {
             let e = Config::from_toml_str(text).unwrap_err().to_string();
             assert!(e.contains(key), "{text:?} -> {e}");
+        }
+    }
+
+    /// A name with a control character is refused at load, naming the key and the
+    /// character (before, it was accepted and `partita status` showed U+FFFD).
+    #[test]
+    fn control_characters_in_names_are_refused_naming_the_key() {
+        let three = "[[partition]]\nname = \"a\"\n[[partition]]\nname = \"b\"\n[[partition]]\n";
+        let cases = [
+            (
+                format!("{three}name = \"c\\td\""),
+                "partition[2].name",
+                "U+0009",
+            ),
+            (
+                format!("{three}name = 'c\td'"),
+                "partition[2].name",
+                "U+0009",
+            ),
+            (
+                "[[partition]]\nname = \"x\\n\"".to_string(),
+                "partition[0].name",
+                "U+000A",
+            ),
+            (
+                "[[partition]]\nname = \"\\u001b[31m\"".to_string(),
+                "partition[0].name",
+                "U+001B",
+            ),
+            (
+                "[[partition]]\nname = \"x\\u0085\"".to_string(),
+                "partition[0].name",
+                "U+0085",
+            ),
+            (
+                "[[partition]]\nname = \"x\"\n[partition.members]\nnames = [\"ok\", \"b\\u0007d\"]"
+                    .to_string(),
+                "partition[0].members.names[1]",
+                "U+0007",
+            ),
+        ];
+        for (text, key, code) in cases {
+            let e = Config::from_toml_str(&text).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("key `{key}`")) && e.contains(code),
+                "{text:?} -> {e}"
+            );
+            assert!(e.contains("control characters are not allowed"), "{e}");
+        }
+        // Other Unicode is fine.
+        let ok = "[[partition]]\nname = \"équipe – β\"\n[partition.members]\nnames = [\"ö\"]";
+        assert!(Config::from_toml_str(ok).is_ok());
+    }
+
+    proptest::proptest! {
+        /// Any name of 1 to 64 bytes is accepted exactly when it has no control character.
+        #[test]
+        fn names_are_accepted_exactly_without_control_characters(name in "\\PC{0,6}\\p{Cc}?\\PC{0,6}") {
+            proptest::prop_assume!(!name.is_empty() && name.len() <= partita_protocol::wire::MAX_NAME);
+            let mut c = Config::default();
+            c.partitions.push(PartitionConfig::named(&name));
+            let r = c.validate();
+            proptest::prop_assert_eq!(r.is_ok(), !name.chars().any(char::is_control), "{:?}: {:?}", name, r);
         }
     }
 

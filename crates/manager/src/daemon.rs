@@ -340,7 +340,8 @@ async fn sampler(shared: Arc<Shared>, period: Duration) {
     }
 }
 
-/// Outside every lock but the enforcer's (briefly, for cgroup membership): runnable threads
+/// Outside every lock but the enforcer's (briefly, for cgroup membership and to keep confined
+/// process trees inside their CPUs, see [`Enforcer::reconfine`]): runnable threads
 /// per partition, and the tracked processes whose process tree is gone.
 fn measure(shared: &Shared, req: SampleRequest) -> (Vec<u32>, Vec<i32>) {
     let mut now = vec![0u32; req.partitions];
@@ -361,6 +362,8 @@ fn measure(shared: &Shared, req: SampleRequest) -> (Vec<u32>, Vec<i32>) {
         now[k] += x;
         tracked_total += x;
     }
+    // A child that moved itself out of its program's CPUs goes back within one period.
+    shared.enforcer().reconfine();
     if req.system_wide {
         let apps: u32 = req
             .app_pids

@@ -7,9 +7,15 @@
 //!   under the manager's own cgroup (see [`crate::cgroup`]), when the program's own cgroup is
 //!   an ancestor of it (then the program stays under every limit it had: cgroup limits are
 //!   hierarchical); otherwise `sched_setaffinity` on every thread of it and its descendants.
-//! - Never wider than the process was: the CPU set applied to a process is intersected with
-//!   the affinity it had when the manager first touched it, and that mask (one per process,
-//!   not per thread) is what every thread, including threads created later, gets back.
+//! - Always within the allocation ([`narrowed`]): a process runs on the allocated CPUs its
+//!   own mask allows, or on all of them when it allows none (a child that pinned itself
+//!   elsewhere does not escape). The mask it had when the manager first touched it (one per
+//!   process, not per thread; a child forked under a confinement inherits its parent's) is
+//!   what every thread, including threads created later, gets back.
+//! - A confined process tree (a partition's `partita run` programs) is a *group*: every
+//!   process in it, children that outlived their parent included, is re-checked by
+//!   [`Enforcer::reconfine`] (the sampler calls it), so a child that sets its own affinity
+//!   outside the group's CPUs is narrowed again within one sampling period.
 //! - Every process is named by a [`ProcRef`] (pid + pidfd) and checked alive before each act.
 //! - Nothing survives the manager: [`Enforcer::restore_all`] puts back every affinity, moves
 //!   every process back to the cgroup it came from, removes every cgroup it created and
@@ -22,7 +28,7 @@ use crate::journal::{self, Journal};
 use crate::proc_ref::ProcRef;
 use crate::sys::{self, SysError};
 use partita_protocol::CpuSet;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// How uncontrolled processes are confined.
@@ -55,11 +61,56 @@ impl Confinement {
     }
 }
 
-/// The affinity a process had when the manager first changed it.
+/// What the manager changed about one process's affinity.
 #[derive(Debug)]
 struct Original {
     proc: ProcRef,
+    /// Its mask before the manager first narrowed it: what it gets back.
     mask: CpuSet,
+    /// The sets the manager applied to it, newest last (at most [`APPLIED_HISTORY`]): a
+    /// child found with one of them inherited it, so the child's original is this `mask`.
+    applied: Vec<CpuSet>,
+    /// The group (confined process tree) it belongs to; `None` for an application's own
+    /// process, which follows its application's allocation instead.
+    group: Option<String>,
+}
+
+/// How many applied sets a process remembers: a child forked just before its parent moved
+/// is found with the previous set, so a few suffice.
+const APPLIED_HISTORY: usize = 4;
+
+/// Most processes in one walk of a group (a fork bomb must not make the walk unbounded).
+const MAX_TREE: usize = 100_000;
+
+/// How [`Enforcer::confine_one`] treats the threads of a process it already confined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// The set changed: every thread gets it.
+    Apply,
+    /// Re-checking: only threads with a CPU outside the set are narrowed; a thread inside it
+    /// (placed by the manager, or narrower by its own choice) is left alone.
+    Check,
+}
+
+/// The CPUs a process whose own mask is `own` may run on while its program is allocated
+/// `cpus`: the allocated CPUs its mask allows, or all of them when it allows none. The
+/// manager decides where a program runs; a process pinned elsewhere does not escape, and
+/// gets its own mask back when the manager lets go.
+///
+/// ```
+/// use partita_manager::enforce::narrowed;
+/// use partita_protocol::CpuSet;
+/// let set = |s: &str| s.parse::<CpuSet>().unwrap();
+/// assert_eq!(narrowed(&set("0-1"), &set("1-3")), set("1"));
+/// assert_eq!(narrowed(&set("0"), &set("1")), set("0"));
+/// ```
+pub fn narrowed(cpus: &CpuSet, own: &CpuSet) -> CpuSet {
+    let both: CpuSet = cpus.iter().filter(|&c| own.contains(c)).collect();
+    if both.is_empty() {
+        *cpus
+    } else {
+        both
+    }
 }
 
 /// Applies CPU sets and remembers what it changed, to undo it.
@@ -76,6 +127,8 @@ pub struct Enforcer {
     cgroups: BTreeMap<String, PathBuf>,
     /// Original affinity of every process whose affinity was changed.
     original: BTreeMap<i32, Original>,
+    /// Groups confined by affinity: their CPU set, re-checked by [`Enforcer::reconfine`].
+    groups: BTreeMap<String, CpuSet>,
     /// Processes moved into a cgroup, with the cgroup they came from.
     moved: BTreeMap<i32, (ProcRef, PathBuf)>,
     /// Where this manager wrote `+cpuset` into `cgroup.subtree_control` (v2), to undo it.
@@ -128,6 +181,7 @@ impl Enforcer {
             hierarchy,
             cgroups: BTreeMap::new(),
             original: BTreeMap::new(),
+            groups: BTreeMap::new(),
             moved: BTreeMap::new(),
             added_subtree: None,
             managed,
@@ -145,10 +199,10 @@ impl Enforcer {
         &self.confinement
     }
 
-    /// Set the affinity of every thread of `proc` (and of its descendants when `tree`) to
-    /// `cpus` ∩ the process's original mask, remembering the original. Returns the set applied
-    /// to `proc`; errors if the process is gone, the intersection is empty, or a thread
-    /// refused (the first error, after trying all).
+    /// Set the affinity of every thread of `proc` to [`narrowed`]`(cpus, its original mask)`,
+    /// remembering the original. With `tree`, its descendants too, as an unnamed group kept
+    /// confined by [`Enforcer::reconfine`]. Returns the set applied to `proc`; errors if the
+    /// process is gone or a thread refused (the first error, after trying all).
     ///
     /// ```
     /// use partita_manager::{enforce::Enforcer, proc_ref::ProcRef, sys};
@@ -170,96 +224,171 @@ impl Enforcer {
         cpus: &CpuSet,
         tree: bool,
     ) -> Result<CpuSet, SysError> {
-        let mut procs = vec![proc.clone()];
         if tree {
-            procs.extend(descendants(proc));
+            return self.confine_group("", std::slice::from_ref(proc), cpus, Mode::Apply);
         }
-        // A descendant first seen after `proc` was confined inherited that confinement: its
-        // original mask is `proc`'s (its own would be the manager's doing, and the next set
-        // might not intersect it).
-        let inherited = self
-            .original
-            .get(&proc.pid())
-            .filter(|o| o.proc.alive())
-            .map(|o| o.mask);
+        self.prune_dead();
+        self.confine_one(proc, cpus, None, None, Mode::Apply)
+    }
+
+    /// Confine `roots`, the processes already in `group` and all their descendants to `cpus`
+    /// (each [`narrowed`] by its own original mask); the group's set becomes `cpus`. Returns
+    /// the set applied to `roots[0]` (`cpus` without roots); the first error of a root. A
+    /// descendant that cannot be confined (it exited meanwhile, or the kernel refuses its
+    /// set: its own cpuset cgroup allows none of `cpus`) does not fail its root.
+    fn confine_group(
+        &mut self,
+        group: &str,
+        roots: &[ProcRef],
+        cpus: &CpuSet,
+        mode: Mode,
+    ) -> Result<CpuSet, SysError> {
+        self.prune_dead();
+        let mut start = roots.to_vec();
+        start.extend(
+            self.original
+                .values()
+                .filter(|o| o.group.as_deref() == Some(group))
+                .map(|o| o.proc.clone()),
+        );
+        if start.is_empty() {
+            self.groups.remove(group);
+            return Ok(*cpus);
+        }
+        self.groups.insert(group.to_string(), *cpus);
+        let is_root = |pid: i32| roots.iter().any(|r| r.pid() == pid);
+        let mut applied = Ok(*cpus);
         let mut first_err = None;
-        let mut applied = CpuSet::new();
-        for (i, p) in procs.iter().enumerate() {
-            match self.confine_one(p, cpus, if i == 0 { None } else { inherited }) {
-                Ok(set) if i == 0 => applied = set,
+        for (p, parent) in walk(&start) {
+            // An application's own process follows its application's allocation.
+            let app = self
+                .original
+                .get(&p.pid())
+                .is_some_and(|o| o.group.is_none());
+            if app && !is_root(p.pid()) {
+                continue;
+            }
+            let r = self.confine_one(&p, cpus, parent, Some(group), mode);
+            match r {
+                Ok(set) if roots.first().is_some_and(|r| r.pid() == p.pid()) => {
+                    applied = Ok(set);
+                }
                 Ok(_) => {}
-                // A descendant that cannot be confined (it exited meanwhile, or its recorded
-                // mask does not meet the set) does not undo the confinement of `proc` itself.
-                Err(e) if i > 0 => {
-                    tracing::debug!(pid = p.pid(), error = %e, "descendant not confined");
+                Err(e) if is_root(p.pid()) => {
+                    first_err.get_or_insert(e);
                 }
                 Err(e) => {
-                    first_err.get_or_insert(e);
+                    tracing::debug!(pid = p.pid(), error = %e, "descendant not confined");
                 }
             }
         }
-        first_err.map_or(Ok(applied), Err)
+        if let Some(j) = &mut self.journal {
+            j.sync();
+        }
+        first_err.map_or(applied, Err)
     }
 
-    /// Confine every thread of `p`, recording its original mask at first touch (`inherited`
-    /// if given, else its current one).
+    /// Keep every group confined: narrow again every thread of its processes that has a CPU
+    /// outside the group's set (a child that called `sched_setaffinity` or was started with
+    /// `taskset`), and confine descendants that appeared since. The sampler calls this once
+    /// per sampling period; nothing to do without groups.
+    ///
+    /// ```
+    /// let mut e = partita_manager::enforce::Enforcer::new(false, [0].into_iter().collect());
+    /// e.reconfine(); // no group: no-op
+    /// ```
+    pub fn reconfine(&mut self) {
+        let groups: Vec<(String, CpuSet)> =
+            self.groups.iter().map(|(g, c)| (g.clone(), *c)).collect();
+        for (group, cpus) in groups {
+            let _ = self.confine_group(&group, &[], &cpus, Mode::Check);
+        }
+    }
+
+    /// Confine every thread of `p` to [`narrowed`]`(cpus, original)`, recording its original
+    /// mask at first touch: its parent's (a process of `group` found under `parent`) if it
+    /// still has a mask the manager gave that parent (it inherited the confinement), else its
+    /// own; later, the mask its main thread chose itself, if it did.
     fn confine_one(
         &mut self,
         p: &ProcRef,
         cpus: &CpuSet,
-        inherited: Option<CpuSet>,
+        parent: Option<i32>,
+        group: Option<&str>,
+        mode: Mode,
     ) -> Result<CpuSet, SysError> {
-        let gone = || SysError {
-            call: format!("sched_setaffinity({})", p.pid()),
-            source: std::io::Error::from_raw_os_error(libc::ESRCH),
-        };
         if !p.alive() {
-            return Err(gone());
+            return Err(gone(p));
         }
         let stale = self.original.get(&p.pid()).is_some_and(|o| !o.proc.alive());
-        if stale || !self.original.contains_key(&p.pid()) {
-            let mask = match inherited {
-                Some(mask) => mask,
-                None => sys::get_affinity(p.pid())?,
-            };
-            self.prune_dead();
-            // Journalled before the first narrowing, so that a later manager can undo it.
+        let new = stale || !self.original.contains_key(&p.pid());
+        if new {
+            self.first_touch(p, cpus, parent, group)?;
+        }
+        let Some(o) = self.original.get_mut(&p.pid()) else {
+            return Err(gone(p)); // Inserted by `first_touch` when missing: not reached.
+        };
+        o.group = group.map(str::to_string);
+        // A main thread on a mask the manager never gave it: the process chose it itself
+        // (`taskset`, `sched_setaffinity`) after the manager first saw it. That is what it gets
+        // back on release, as it would have without the manager.
+        let own = (!new).then(|| sys::get_affinity(p.pid()).ok()).flatten();
+        if let Some(own) = own.filter(|m| !o.applied.contains(m) && *m != o.mask) {
             if let Some(j) = &mut self.journal {
-                if !j.affinity(p, &mask) {
-                    return Err(gone());
+                if !j.affinity(p, &own) {
+                    return Err(gone(p));
                 }
             }
-            let orig = Original {
-                proc: p.clone(),
-                mask,
+            o.mask = own;
+        }
+        let set = narrowed(cpus, &o.mask);
+        if o.applied.last() != Some(&set) {
+            o.applied.retain(|s| *s != set);
+            o.applied.push(set);
+            if o.applied.len() > APPLIED_HISTORY {
+                o.applied.remove(0);
+            }
+        }
+        set_threads(p, &set, mode == Mode::Check && !new)
+    }
+
+    /// Record the original mask of a process seen for the first time (journalled before any
+    /// narrowing, so that a later manager can undo it).
+    fn first_touch(
+        &mut self,
+        p: &ProcRef,
+        cpus: &CpuSet,
+        parent: Option<i32>,
+        group: Option<&str>,
+    ) -> Result<(), SysError> {
+        let own = sys::get_affinity(p.pid())?;
+        let inherited = parent
+            .and_then(|pp| self.original.get(&pp))
+            .filter(|o| o.proc.alive() && o.group.as_deref() == group)
+            .filter(|o| o.applied.contains(&own))
+            .map(|o| o.mask);
+        let mask = inherited.unwrap_or(own);
+        if let Some(j) = &mut self.journal {
+            // A child already inside what it inherited is not narrowed now: its entry is
+            // written once for the whole walk.
+            let unchanged = inherited.is_some() && narrowed(cpus, &mask) == own;
+            let ok = if unchanged {
+                j.affinity_deferred(p, &mask)
+            } else {
+                j.affinity(p, &mask)
             };
-            self.original.insert(p.pid(), orig);
-        }
-        let mask = self.original[&p.pid()].mask;
-        let set: CpuSet = cpus.iter().filter(|c| mask.contains(*c)).collect();
-        if set.is_empty() {
-            return Err(SysError {
-                call: format!("sched_setaffinity({})", p.pid()),
-                source: std::io::Error::other(format!(
-                    "none of CPUs {cpus} is allowed to the process (it may use {mask})"
-                )),
-            });
-        }
-        let mut first_err = None;
-        for tid in sys::threads(p.pid()).unwrap_or_default() {
-            if !p.alive() {
-                return Err(gone());
-            }
-            match sys::set_affinity(tid, &set) {
-                // The thread exited after the listing: nothing left to confine.
-                Err(e) if e.source.raw_os_error() == Some(libc::ESRCH) => {}
-                Err(e) => {
-                    first_err.get_or_insert(e);
-                }
-                Ok(()) => {}
+            if !ok {
+                return Err(gone(p));
             }
         }
-        first_err.map_or(Ok(set), Err)
+        let orig = Original {
+            proc: p.clone(),
+            mask,
+            applied: Vec::new(),
+            group: None,
+        };
+        self.original.insert(p.pid(), orig);
+        Ok(())
     }
 
     /// Put `proc` into the partition's cgroup (creating it) with this CPU set if its own
@@ -287,14 +416,15 @@ impl Enforcer {
             Confinement::Affinity => None,
             Confinement::CgroupV1(r) | Confinement::CgroupV2(r) => Some(r.clone()),
         };
+        let one = std::slice::from_ref(proc);
         let (Some(root), Some(h)) = (root, self.hierarchy.clone()) else {
-            return self.confine_process(proc, cpus, true);
+            return self.confine_group(partition, one, cpus, Mode::Apply);
         };
         let mount = cgroup::mount_of(&h.own);
         let origin = cgroup::cgroup_of(&h, &mount, proc.pid());
         let Some(origin) = origin.filter(|o| root.starts_with(o)) else {
             // Moving it would take it out of its own cgroup's limits: affinity instead.
-            return self.confine_process(proc, cpus, true);
+            return self.confine_group(partition, one, cpus, Mode::Apply);
         };
         match self.move_into(&root, partition, proc, cpus, origin) {
             Ok(()) => Ok(*cpus),
@@ -302,7 +432,7 @@ impl Enforcer {
                 // A hierarchy that refuses (say, domain controllers delegated below the
                 // manager's cgroup): the process is still confined, by affinity.
                 tracing::warn!(pid = proc.pid(), error = %e, "cannot use the cpuset cgroup; confining by affinity");
-                self.confine_process(proc, cpus, true)
+                self.confine_group(partition, one, cpus, Mode::Apply)
             }
             Err(e) => Err(e),
         }
@@ -361,12 +491,14 @@ impl Enforcer {
         if let Some(dir) = self.cgroups.get(partition).cloned() {
             r = self.set_cgroup_cpus(&dir, cpus);
         }
-        for p in procs {
-            if !self.moved.contains_key(&p.pid()) {
-                if let Err(e) = self.confine_process(p, cpus, true) {
-                    r = Err(e);
-                }
-            }
+        let roots: Vec<ProcRef> = procs
+            .iter()
+            .filter(|p| !self.moved.contains_key(&p.pid()))
+            .cloned()
+            .collect();
+        // The group's other processes (children that outlived a root) follow too.
+        if let Err(e) = self.confine_group(partition, &roots, cpus, Mode::Apply) {
+            r = Err(e);
         }
         r
     }
@@ -437,6 +569,7 @@ impl Enforcer {
     /// e.restore_all(); // nothing created yet: no-op
     /// ```
     pub fn restore_all(&mut self) {
+        self.groups.clear();
         for (_, o) in std::mem::take(&mut self.original) {
             restore_affinity(&o);
         }
@@ -553,6 +686,38 @@ impl Enforcer {
     }
 }
 
+/// The error for a process that is gone.
+fn gone(p: &ProcRef) -> SysError {
+    SysError {
+        call: format!("sched_setaffinity({})", p.pid()),
+        source: std::io::Error::from_raw_os_error(libc::ESRCH),
+    }
+}
+
+/// Set every thread of `p` to `set`; with `only_outside`, only threads with a CPU outside
+/// it. Returns `set`, or the first error after trying all (a thread that exited after the
+/// listing is not one: nothing left to confine).
+fn set_threads(p: &ProcRef, set: &CpuSet, only_outside: bool) -> Result<CpuSet, SysError> {
+    let mut first_err = None;
+    for tid in sys::threads(p.pid()).unwrap_or_default() {
+        if !p.alive() {
+            return Err(gone(p));
+        }
+        let inside = |m: CpuSet| m.iter().all(|c| set.contains(c));
+        if only_outside && sys::get_affinity(tid).is_ok_and(inside) {
+            continue;
+        }
+        match sys::set_affinity(tid, set) {
+            Err(e) if e.source.raw_os_error() == Some(libc::ESRCH) => {}
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+            Ok(()) => {}
+        }
+    }
+    first_err.map_or(Ok(*set), Err)
+}
+
 /// Every thread of the process back to its original mask, if it is still the same process.
 fn restore_affinity(o: &Original) {
     for tid in sys::threads(o.proc.pid()).unwrap_or_default() {
@@ -562,11 +727,21 @@ fn restore_affinity(o: &Original) {
     }
 }
 
-/// Descendants of `proc`, each with a pidfd verified against its parent.
-fn descendants(proc: &ProcRef) -> Vec<ProcRef> {
-    let mut out: Vec<ProcRef> = Vec::new();
-    let mut stack = vec![proc.clone()];
-    while let Some(p) = stack.pop() {
+/// `start` and all their descendants, each once and each with a pidfd verified against its
+/// parent, parents before children; with the pid of the parent each was found under (`None`
+/// for those of `start`).
+fn walk(start: &[ProcRef]) -> Vec<(ProcRef, Option<i32>)> {
+    let mut seen = BTreeSet::new();
+    let mut out: Vec<(ProcRef, Option<i32>)> = Vec::new();
+    for p in start {
+        if seen.insert(p.pid()) {
+            out.push((p.clone(), None));
+        }
+    }
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i].0.clone();
+        i += 1;
         for t in sys::threads(p.pid()).unwrap_or_default() {
             let path = format!("/proc/{}/task/{t}/children", p.pid());
             let text = std::fs::read_to_string(path).unwrap_or_default();
@@ -574,10 +749,9 @@ fn descendants(proc: &ProcRef) -> Vec<ProcRef> {
                 .split_whitespace()
                 .filter_map(|x| x.parse::<i32>().ok())
             {
-                if out.len() < 100_000 && !out.iter().any(|o| o.pid() == c) {
+                if out.len() < MAX_TREE && seen.insert(c) {
                     if let Some(child) = p.open_child(c) {
-                        out.push(child.clone());
-                        stack.push(child);
+                        out.push((child, Some(p.pid())));
                     }
                 }
             }

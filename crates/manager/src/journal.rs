@@ -158,6 +158,8 @@ pub struct Journal {
     path: PathBuf,
     record: Record,
     warned: bool,
+    /// Entries not written yet ([`Journal::affinity_deferred`]).
+    dirty: bool,
 }
 
 impl Journal {
@@ -175,6 +177,7 @@ impl Journal {
             path: dir.join(name),
             record: Record::default(),
             warned: false,
+            dirty: false,
         }
     }
 
@@ -192,6 +195,25 @@ impl Journal {
         self.record.affinity.insert(proc.pid(), (start, *mask));
         self.flush();
         true
+    }
+
+    /// [`Journal::affinity`] for a process the manager is not changing now (a child that
+    /// inherited its parent's confinement): the file is written with the next entry or
+    /// [`Journal::sync`], so that a walk over a large process tree writes it once.
+    pub fn affinity_deferred(&mut self, proc: &ProcRef, mask: &CpuSet) -> bool {
+        let Some(start) = start_of(proc) else {
+            return false;
+        };
+        self.record.affinity.insert(proc.pid(), (start, *mask));
+        self.dirty = true;
+        true
+    }
+
+    /// Write what [`Journal::affinity_deferred`] recorded.
+    pub fn sync(&mut self) {
+        if self.dirty {
+            self.flush();
+        }
     }
 
     /// Record that `proc` leaves cgroup `origin` (before moving it).
@@ -267,6 +289,7 @@ impl Journal {
     /// Failures are logged once: the manager keeps working, it just cannot be undone after a
     /// crash.
     fn flush(&mut self) {
+        self.dirty = false;
         let r = if self.record.is_empty() {
             match std::fs::remove_file(&self.path) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),

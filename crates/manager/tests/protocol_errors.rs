@@ -107,6 +107,70 @@ fn bad_messages_get_a_typed_error_and_a_disconnect() {
     h.shutdown().unwrap();
 }
 
+/// `frame` with its only `_` byte replaced by `byte` (the encoder never writes a control
+/// character: a client that does patches the bytes, as here).
+fn patched(mut frame: Vec<u8>, byte: u8) -> Vec<u8> {
+    let at = frame.iter().position(|&b| b == b'_').unwrap();
+    frame[at] = byte;
+    frame
+}
+
+/// A name from a client (hello name, partition hint, confine partition) carrying a control
+/// character is a protocol error: a Malformed reply naming the field, a disconnect, a counted
+/// refusal, and nothing registered or confined; the manager keeps serving.
+#[test]
+fn control_characters_in_client_names_are_refused_and_disconnected() {
+    let dir = TempDir::new("ctrl");
+    let h = spawn_in_process(config(), dir.path("m.sock")).unwrap();
+    let before = sys_affinity();
+    let frames = [
+        ("name", ClientMessage::Hello(Hello::new(2, "a_b")).encode()),
+        ("partition_hint", {
+            let mut hello = Hello::new(2, "ab");
+            hello.partition_hint = "p_q".into();
+            ClientMessage::Hello(hello).encode()
+        }),
+        (
+            "partition",
+            ClientMessage::Confine {
+                version: partita_protocol::wire::PROTOCOL_VERSION,
+                partition: "x_y".into(),
+            }
+            .encode(),
+        ),
+    ];
+    let mut n = 0;
+    for (field, frame) in frames {
+        for byte in [b'\t', b'\n', 0x1b, 0x7f] {
+            let mut s = UnixStream::connect(h.socket()).unwrap();
+            s.write_all(&patched(frame.clone(), byte)).unwrap();
+            let msg = expect_error(&mut s, ErrorCode::Malformed);
+            assert!(
+                msg.contains(field) && msg.contains("control"),
+                "{field} {byte:#x}: {msg}"
+            );
+            n += 1;
+        }
+    }
+    let st = h.status();
+    assert!(st.applications.is_empty(), "{st:?}");
+    assert_eq!(st.refusals.get("Malformed"), Some(&n), "{:?}", st.refusals);
+    assert_eq!(
+        sys_affinity(),
+        before,
+        "a refused confine request confined this process"
+    );
+    assert!(
+        partita_manager::query_status(h.socket()).is_ok(),
+        "manager stopped serving"
+    );
+    h.shutdown().unwrap();
+}
+
+fn sys_affinity() -> partita_protocol::CpuSet {
+    partita_manager::sys::get_affinity(0).unwrap()
+}
+
 #[test]
 fn a_silent_client_is_dropped_after_the_timeout() {
     let dir = TempDir::new("silent");

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Boots the two-NUMA-node QEMU guest (TCG; never KVM) and runs the partita-numa guest program
-# in it. Prints the guest's serial console to stdout; the host test
-# (crates/numa/tests/vm.rs) parses the "PARTITA-NUMA ..." lines.
+# Boots the two-NUMA-node QEMU guest (TCG; never KVM; the boot is scripts/vm/boot.sh, shared
+# with the cgroup v2 guest) and runs the partita-numa guest program in it. Prints the guest's
+# serial console to stdout; the host test (crates/numa/tests/vm.rs) parses the
+# "PARTITA-NUMA ..." lines.
 #
 # Steps: build the static guest binary (its own target dir, so the shared target/ keeps its
 # flags), fetch the cloud kernel into target/numa-vm/kernel, pack busybox + the binary into an
@@ -16,17 +17,9 @@ out=$ws/target/numa-vm
 timeout_s=${NUMA_VM_TIMEOUT:-200}
 mkdir -p "$out"
 
-for tool in qemu-system-x86_64 cpio gzip; do
-  command -v "$tool" >/dev/null || { echo "numa-vm: $tool not found (run scripts/install-deps)" >&2; exit 2; }
-done
-busybox=/bin/busybox
-[[ -x $busybox ]] || busybox=$(command -v busybox || true)
-# A dynamically linked program cannot run in the initramfs: it would list libraries ("=>").
-is_dynamic() { ldd "$1" 2>&1 | grep -q '=>'; }
-if [[ -z $busybox ]] || is_dynamic "$busybox"; then
-  echo "numa-vm: a static busybox is needed (Debian package busybox-static)" >&2
-  exit 2
-fi
+# shellcheck source=../../../scripts/vm/boot.sh
+source "$ws/scripts/vm/boot.sh"
+vm_require numa-vm
 
 echo "numa-vm: building the static guest binary" >&2
 (cd "$ws" && CARGO_TARGET_DIR=$ws/target/vm RUSTFLAGS='-C target-feature=+crt-static' \
@@ -42,18 +35,16 @@ echo "numa-vm: building the static guest binary" >&2
 guest=$ws/target/vm/x86_64-unknown-linux-gnu/release/numa-vm-guest
 follow=$ws/target/vm/x86_64-unknown-linux-gnu/release/numa-follow-guest
 for bin in "$guest" "$follow"; do
-  if is_dynamic "$bin"; then
+  if vm_is_dynamic "$bin"; then
     echo "numa-vm: $bin is not statically linked" >&2
     exit 2
   fi
 done
 
-kernel=$("$here/fetch-kernel.sh")/vmlinuz
+kernel=$(vm_kernel)
 
 root=$out/initramfs
-rm -rf "$root"
-mkdir -p "$root"/{bin,proc,sys,dev,tmp,run}
-cp "$busybox" "$root/bin/busybox"
+vm_root "$root"
 cp "$guest" "$root/guest"
 cp "$follow" "$root/follow-guest"
 cat > "$root/init" <<'INIT'
@@ -75,26 +66,14 @@ chmod +x "$root/init"
 if [[ ${NUMA_VM_ONLY_FOLLOW:-0} == 1 ]]; then
   sed -i 's|^/guest$|true|' "$root/init"
 fi
-(cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) > "$out/initramfs.cpio.gz"
+vm_pack "$root" "$out/initramfs.cpio.gz"
 
 echo "numa-vm: booting (TCG, 2 nodes x 1 CPU x 256 MiB, timeout ${timeout_s}s)" >&2
-log=$out/serial.log
-rm -f "$log"
-set +e
-timeout --kill-after=5 "$timeout_s" qemu-system-x86_64 \
-  -machine pc,accel=tcg -cpu max -smp 2 -m 512M \
+rc=0
+vm_boot PARTITA-NUMA-VM "$timeout_s" "$kernel" "$out/initramfs.cpio.gz" "$out/serial.log" \
+  numa_balancing=disable \
   -object memory-backend-ram,id=m0,size=256M \
   -object memory-backend-ram,id=m1,size=256M \
   -numa node,nodeid=0,cpus=0,memdev=m0 \
-  -numa node,nodeid=1,cpus=1,memdev=m1 \
-  -kernel "$kernel" -initrd "$out/initramfs.cpio.gz" \
-  -append "console=ttyS0 rdinit=/init panic=-1 quiet loglevel=3 numa_balancing=disable" \
-  -display none -monitor none -serial "file:$log" -no-reboot
-rc=$?
-set -e
-cat "$log" 2>/dev/null || true
-if [[ $rc -eq 124 || $rc -eq 137 ]]; then
-  echo "PARTITA-NUMA-VM TIMEOUT after ${timeout_s}s"
-  exit 3
-fi
+  -numa node,nodeid=1,cpus=1,memdev=m1 || rc=$?
 exit $rc
