@@ -5,7 +5,7 @@
 
 use crate::model::{speeds, thread_rate_for, Thread, CAPACITY, STREAM_THREAD_RATE};
 use crate::workload::{AppSpec, BurstProfile, WorkloadSet, BBMA, BURST_S, NBBMA};
-use partita_manager::alloc::quantum::{step, QuantumApp, QuantumParams, QuantumState};
+use partita_manager::alloc::quantum::{estimates, step, QuantumApp, QuantumParams, QuantumState};
 use partita_manager::config::BandwidthVariant;
 
 /// Fig. 1 for one application: cumulative bus rate and slowdown of the application.
@@ -191,6 +191,56 @@ impl Job {
 /// assert!(lq < ts);
 /// ```
 pub fn turnaround(app: &AppSpec, set: WorkloadSet, sched: Scheduler, cfg: &RunConfig) -> f64 {
+    run(app, set, sched, cfg, None)
+}
+
+/// One quantum of the bandwidth policy as [`trace`] records it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuantumTrace {
+    /// Start of the quantum (s).
+    pub t: f64,
+    /// The list before the selection, head first (job indices: 0 and 1 the application's
+    /// instances, 2–5 the microbenchmarks).
+    pub order: Vec<u32>,
+    /// The sample each job brought into this quantum (its rate over the last quantum, tx/µs
+    /// whole application; `None`: it did not run or has finished).
+    pub samples: Vec<Option<f64>>,
+    /// Each job's estimate (window mean or latest sample, tx/µs whole application; NaN once
+    /// it finished).
+    pub estimates: Vec<f64>,
+    /// Selected jobs, in selection order.
+    pub selected: Vec<u32>,
+}
+
+/// The bandwidth policy's decisions in the first `quanta` quanta of a Fig. 2 run (for
+/// explaining a result; [`turnaround`] runs the same loop).
+///
+/// ```
+/// use partita_sim::cosched::*;
+/// use partita_sim::workload::*;
+/// let tr = trace(&APPS[6], WorkloadSet::C, Scheduler::QuantaWindow, &RunConfig::default(), 10);
+/// assert_eq!(tr.len(), 10);
+/// assert!(tr.iter().all(|q| !q.selected.is_empty()));
+/// ```
+pub fn trace(
+    app: &AppSpec,
+    set: WorkloadSet,
+    sched: Scheduler,
+    cfg: &RunConfig,
+    quanta: usize,
+) -> Vec<QuantumTrace> {
+    let mut out = Vec::new();
+    run(app, set, sched, cfg, Some((&mut out, quanta)));
+    out
+}
+
+fn run(
+    app: &AppSpec,
+    set: WorkloadSet,
+    sched: Scheduler,
+    cfg: &RunConfig,
+    mut trace: Option<(&mut Vec<QuantumTrace>, usize)>,
+) -> f64 {
     let mut rng = Rng::new(cfg.seed);
     let mut jobs: Vec<Job> = [*app, *app]
         .into_iter()
@@ -238,7 +288,25 @@ pub fn turnaround(app: &AppSpec, set: WorkloadSet, sched: Scheduler, cfg: &RunCo
                         sample: (j.ran_s > 0.0).then(|| j.issued / j.ran_s),
                     })
                     .collect();
+                let order = state.order().to_vec();
                 let sel = step(&mut state, &params, &apps);
+                if let Some((out, quanta)) = trace.as_mut() {
+                    if out.len() >= *quanta {
+                        break;
+                    }
+                    let est = estimates(&state, &params, &apps);
+                    out.push(QuantumTrace {
+                        t,
+                        order,
+                        samples: (0..jobs.len() as u32)
+                            .map(|i| apps.iter().find(|a| a.id == i).and_then(|a| a.sample))
+                            .collect(),
+                        estimates: (0..jobs.len() as u32)
+                            .map(|i| est.iter().find(|e| e.0 == i).map_or(f64::NAN, |e| e.1))
+                            .collect(),
+                        selected: sel.clone(),
+                    });
+                }
                 // A gang: every thread of a selected application runs.
                 vec![sel
                     .iter()
