@@ -60,7 +60,9 @@ fn main() {
     let sched = match cli.variant.as_str() {
         "latest-quantum" => Scheduler::LatestQuantum,
         "quanta-window" => Scheduler::QuantaWindow,
-        v => fail(&format!("unknown variant {v:?} (latest-quantum or quanta-window)")),
+        v => fail(&format!(
+            "unknown variant {v:?} (latest-quantum or quanta-window)"
+        )),
     };
     let cfg = RunConfig {
         seed: cli.seed,
