@@ -52,7 +52,8 @@ impl TrafficEvent {
     /// Bytes one event stands for: the LLC line size, or the page size.
     pub fn bytes_per_event(self) -> u64 {
         match self {
-            TrafficEvent::LlcMisses => llc_line_size(),
+            // 64 where sysfs does not say (the line of every current x86 and most ARM cores).
+            TrafficEvent::LlcMisses => partita_numa::triad::llc_line_bytes().unwrap_or(64),
             // SAFETY: sysconf has no memory-safety preconditions.
             TrafficEvent::PageFaults => match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
                 n if n > 0 => n as u64,
@@ -79,20 +80,6 @@ impl fmt::Display for TrafficEvent {
             TrafficEvent::PageFaults => "page-faults",
         })
     }
-}
-
-/// The line size of the highest cache level sysfs lists for CPU 0 (64 if it lists none).
-fn llc_line_size() -> u64 {
-    let read = |p: std::path::PathBuf| std::fs::read_to_string(p).ok()?.trim().parse::<u64>().ok();
-    let Ok(dir) = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache") else {
-        return 64;
-    };
-    dir.filter_map(|e| {
-        let p = e.ok()?.path();
-        Some((read(p.join("level"))?, read(p.join("coherency_line_size"))?))
-    })
-    .max()
-    .map_or(64, |(_, line)| line)
 }
 
 /// Whether the runtime measures traffic, and how; or why not.
