@@ -684,6 +684,10 @@ impl Registry {
                 .bandwidth
                 .partition_status(a.partition)
                 .map_or_else(|| "none".into(), |s| s.0),
+            runtime_traffic: match a.page.app.traffic_status.load(Ordering::Relaxed) {
+                0 => String::new(),
+                code => partita_protocol::traffic::describe(code),
+            },
             rate_gbps: rate.map(|r| r / 1e9),
             parked,
             tasks_run: a.page.app.tasks_run.load(Ordering::Relaxed),

@@ -123,6 +123,11 @@ pub struct AppStatus {
     /// The counter source its rate comes from (`perf-event`, `resctrl`, `self-report`;
     /// `none` outside bandwidth partitions).
     pub counter_source: String,
+    /// Whether its runtime measures its own traffic (what `self-report` carries besides the
+    /// bytes it reports), or why not: `measured llc-misses`, `measured-skip no-pmu`, … (the
+    /// names of `partita_protocol::traffic::TrafficStatus`); empty when not reported.
+    #[serde(default)]
+    pub runtime_traffic: String,
     /// Estimated memory traffic (GB/s), bandwidth partitions only.
     #[serde(default)]
     pub rate_gbps: Option<f64>,
@@ -137,6 +142,31 @@ pub struct AppStatus {
     /// jobs running at once, beyond the one each client runs without a token).
     #[serde(default)]
     pub jobserver_tokens: Option<u32>,
+}
+
+impl AppStatus {
+    /// The COUNTERS cell of `partita status`: the source, the runtime's own measurement, the
+    /// estimated rate and whether it is parked.
+    ///
+    /// ```
+    /// let a = partita_manager::status::AppStatus {
+    ///     counter_source: "self-report".into(),
+    ///     runtime_traffic: "measured-skip no-pmu".into(),
+    ///     rate_gbps: Some(1.5),
+    ///     ..Default::default()
+    /// };
+    /// assert_eq!(a.counters_cell(), "self-report (runtime: measured-skip no-pmu) 1.500 GB/s");
+    /// ```
+    pub fn counters_cell(&self) -> String {
+        let mut s = self.counter_source.clone();
+        if !self.runtime_traffic.is_empty() {
+            s += &format!(" (runtime: {})", self.runtime_traffic);
+        }
+        if let Some(r) = self.rate_gbps {
+            s += &format!(" {r:.3} GB/s{}", if self.parked { " parked" } else { "" });
+        }
+        s
+    }
 }
 
 impl Status {
@@ -269,14 +299,7 @@ impl Status {
                 set.to_string(),
                 nodes.join(","),
                 a.policy.to_string(),
-                match (a.rate_gbps, a.parked) {
-                    (Some(r), parked) => format!(
-                        "{} {r:.3} GB/s{}",
-                        a.counter_source,
-                        if parked { " parked" } else { "" }
-                    ),
-                    (None, _) => a.counter_source.clone(),
-                }
+                a.counters_cell()
             );
         }
         self.jobserver_table(s);

@@ -46,6 +46,27 @@ pub fn llc_bytes() -> Option<usize> {
         .max()
 }
 
+/// Line size (bytes) of the highest cache level sysfs lists for CPU 0: what one last-level
+/// cache miss moves (the runtime's and the manager's perf-event traffic counters both convert
+/// misses to bytes with it); `None` when sysfs does not say.
+///
+/// ```
+/// if let Some(line) = partita_numa::triad::llc_line_bytes() {
+///     assert!(line.is_power_of_two() && (16..=512).contains(&line));
+/// }
+/// ```
+pub fn llc_line_bytes() -> Option<u64> {
+    let read = |p: std::path::PathBuf| std::fs::read_to_string(p).ok()?.trim().parse::<u64>().ok();
+    std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache")
+        .ok()?
+        .filter_map(|e| {
+            let p = e.ok()?.path();
+            Some((read(p.join("level"))?, read(p.join("coherency_line_size"))?))
+        })
+        .max()
+        .map(|(_, line)| line)
+}
+
 /// Parse sysfs cache sizes such as `32K`, `16384K`, `2M`.
 ///
 /// ```

@@ -13,6 +13,7 @@
 //! - [`wire`]: the socket messages (length-prefixed frames, every field validated);
 //! - [`page`]: the control page layout, its seqlock and futex;
 //! - [`cpuset`]: the CPU bitset both sides exchange;
+//! - [`traffic`]: the code for the runtime's own traffic measurement (page field);
 //! - [`sys`]: fd passing, peer credentials, pidfd (the crate's only `unsafe`);
 //! - `seqlock`: the page's seqlock over plain atomics, model-checked with loom.
 //!
@@ -36,6 +37,7 @@ pub mod cpuset;
 pub mod page;
 mod seqlock;
 pub mod sys;
+pub mod traffic;
 pub mod wire;
 
 pub use cpuset::{CpuSet, MAX_CPUS};

@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | [`Header`] | manager, once | magic, layout version, app id, pool size |
 //! | [`ManagerSide`] | manager | epoch (seqlock), target, wake (futex word), quantum end, CPU set |
-//! | [`AppSide`] | application | demand, active, tasks run, idle ns, bandwidth, heartbeat |
+//! | [`AppSide`] | application | demand, active, tasks run, idle ns, bandwidth, heartbeat, traffic status |
 //!
 //! The manager is the only writer of `target` and `cpus` and publishes them seqlock-style
 //! ([`ManagerSide::publish`]): the epoch is odd while a write is in progress and bumped to the
@@ -96,6 +96,10 @@ pub struct AppSide {
     pub bandwidth: AtomicU64,
     /// `CLOCK_MONOTONIC` nanoseconds of the last report.
     pub heartbeat: AtomicU64,
+    /// Whether the runtime measures its own traffic, or why not: a
+    /// [`TrafficStatus`](crate::traffic::TrafficStatus) code (0: not reported). Added to
+    /// layout 1 in space that was zero (see the README's versioning rule).
+    pub traffic_status: AtomicU32,
 }
 
 /// The whole page.
@@ -403,10 +407,34 @@ mod tests {
             a + offset_of!(AppSide, idle_ns),
             a + offset_of!(AppSide, bandwidth),
             a + offset_of!(AppSide, heartbeat),
+            a + offset_of!(AppSide, traffic_status),
         ];
         assert_eq!(
             got,
-            [0, 8, 12, 16, 64, 72, 76, 80, 88, 96, 256, 260, 264, 272, 280, 288]
+            [0, 8, 12, 16, 64, 72, 76, 80, 88, 96, 256, 260, 264, 272, 280, 288, 296]
+        );
+        // The application's half still fits its own cache lines, before the page's end.
+        assert!(a + std::mem::size_of::<AppSide>() <= PAGE_SIZE);
+    }
+
+    /// A fresh page says nothing about the runtime's traffic measurement (what a runtime that
+    /// predates the field leaves there), and the other side sees what the runtime writes.
+    #[test]
+    fn traffic_status_starts_unreported_and_crosses_the_page() {
+        use crate::traffic::TrafficStatus;
+        let m = PageMap::create(1, 2).unwrap();
+        let code = m.app.traffic_status.load(Ordering::Relaxed);
+        assert_eq!(
+            TrafficStatus::from_code(code),
+            Some(TrafficStatus::NotReported)
+        );
+        let a = PageMap::open(m.fd().try_clone_to_owned().unwrap()).unwrap();
+        a.app
+            .traffic_status
+            .store(TrafficStatus::SkipNoPmu.code(), Ordering::Relaxed);
+        assert_eq!(
+            m.app.traffic_status.load(Ordering::Relaxed),
+            TrafficStatus::SkipNoPmu.code()
         );
     }
 

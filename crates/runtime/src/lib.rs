@@ -139,8 +139,8 @@ pub use thread_pool::{
     set_target_workers, stats, target_workers, yield_local, yield_now, ThreadPool, Yield,
 };
 pub use traffic::{
-    measure_traffic_with, measured_bytes, measured_traffic, published_bytes, report_bytes,
-    reported_bytes, MeasuredTraffic, TrafficEvent,
+    measure_traffic_with, measured_bytes, measured_traffic, measured_traffic_status,
+    published_bytes, report_bytes, reported_bytes, MeasuredTraffic, TrafficEvent, TrafficStatus,
 };
 
 /// The largest pool size this crate supports (pools asking for more are capped).

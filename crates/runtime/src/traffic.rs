@@ -6,7 +6,8 @@
 //!   kernel, a copy loop) calls [`report_bytes`];
 //! - what the runtime measures itself ([`measured`]): a perf-event counter on every worker
 //!   thread, last-level-cache misses × line size where the CPU has a PMU, skipped with a
-//!   reason ([`measured_traffic`]) where it has none.
+//!   reason ([`measured_traffic`]) where it has none; the page carries the reason's code
+//!   ([`measured_traffic_status`], `AppSide::traffic_status`) for `partita status`.
 //!
 //! The page carries the larger of the two: a program that reports the bytes its workers stream
 //! is measured streaming them too, so adding them would count its traffic twice.
@@ -15,9 +16,11 @@ mod measured;
 
 pub(crate) use measured::WorkerCounter;
 pub use measured::{
-    measure_traffic_with, measured_bytes, measured_traffic, MeasuredTraffic, TrafficEvent,
+    measure_traffic_with, measured_bytes, measured_traffic, measured_traffic_status,
+    MeasuredTraffic, TrafficEvent,
 };
 
+pub use partita_protocol::traffic::TrafficStatus;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 static REPORTED: AtomicU64 = AtomicU64::new(0);

@@ -5,7 +5,7 @@
 
 use crate::model::{speeds, thread_rate_for, Thread, CAPACITY, STREAM_THREAD_RATE};
 use crate::workload::{AppSpec, BurstProfile, WorkloadSet, BBMA, BURST_S, NBBMA};
-use partita_manager::alloc::quantum::{step, QuantumApp, QuantumParams, QuantumState};
+use partita_manager::alloc::quantum::{estimates, step, QuantumApp, QuantumParams, QuantumState};
 use partita_manager::config::BandwidthVariant;
 
 /// Fig. 1 for one application: cumulative bus rate and slowdown of the application.
@@ -191,26 +191,58 @@ impl Job {
 /// assert!(lq < ts);
 /// ```
 pub fn turnaround(app: &AppSpec, set: WorkloadSet, sched: Scheduler, cfg: &RunConfig) -> f64 {
+    run(app, set, sched, cfg, None)
+}
+
+/// One quantum of the bandwidth policy as [`trace`] records it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuantumTrace {
+    /// Start of the quantum (s).
+    pub t: f64,
+    /// The list before the selection, head first (job indices: 0 and 1 the application's
+    /// instances, 2–5 the microbenchmarks).
+    pub order: Vec<u32>,
+    /// The sample each job brought into this quantum (its rate over the last quantum, tx/µs
+    /// whole application; `None`: it did not run or has finished).
+    pub samples: Vec<Option<f64>>,
+    /// Each job's estimate (window mean or latest sample, tx/µs whole application; NaN once
+    /// it finished).
+    pub estimates: Vec<f64>,
+    /// Selected jobs, in selection order.
+    pub selected: Vec<u32>,
+}
+
+/// The bandwidth policy's decisions in the first `quanta` quanta of a Fig. 2 run (for
+/// explaining a result; [`turnaround`] runs the same loop).
+///
+/// ```
+/// use partita_sim::cosched::*;
+/// use partita_sim::workload::*;
+/// let tr = trace(&APPS[6], WorkloadSet::C, Scheduler::QuantaWindow, &RunConfig::default(), 10);
+/// assert_eq!(tr.len(), 10);
+/// assert!(tr.iter().all(|q| !q.selected.is_empty()));
+/// ```
+pub fn trace(
+    app: &AppSpec,
+    set: WorkloadSet,
+    sched: Scheduler,
+    cfg: &RunConfig,
+    quanta: usize,
+) -> Vec<QuantumTrace> {
+    let mut out = Vec::new();
+    run(app, set, sched, cfg, Some((&mut out, quanta)));
+    out
+}
+
+fn run(
+    app: &AppSpec,
+    set: WorkloadSet,
+    sched: Scheduler,
+    cfg: &RunConfig,
+    mut trace: Option<(&mut Vec<QuantumTrace>, usize)>,
+) -> f64 {
     let mut rng = Rng::new(cfg.seed);
-    let mut jobs: Vec<Job> = [*app, *app]
-        .into_iter()
-        .map(|spec| (spec, cfg.work_s))
-        .chain(
-            set.microbenchmarks()
-                .into_iter()
-                .map(|s| (s, f64::INFINITY)),
-        )
-        .map(|(spec, remaining)| Job {
-            spec,
-            burst: BurstProfile::of(&spec),
-            remaining,
-            done: 0.0,
-            finished_at: None,
-            thread_run_s: vec![0.0; spec.threads as usize],
-            issued: 0.0,
-            ran_s: 0.0,
-        })
-        .collect();
+    let mut jobs = new_jobs(app, set, cfg.work_s);
     let mut state = QuantumState::default();
     let params = QuantumParams {
         cpus: cfg.cpus,
@@ -227,26 +259,10 @@ pub fn turnaround(app: &AppSpec, set: WorkloadSet, sched: Scheduler, cfg: &RunCo
         // The OS quantum is half the manager's (§5): two OS decisions per manager quantum.
         let sub: Vec<Vec<(usize, usize)>> = match sched {
             Scheduler::TimeSharing => (0..2).map(|_| os_pick(&jobs, cfg.cpus, &mut rng)).collect(),
-            _ => {
-                let apps: Vec<QuantumApp> = jobs
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, j)| j.finished_at.is_none())
-                    .map(|(i, j)| QuantumApp {
-                        id: i as u32,
-                        threads: j.spec.threads,
-                        sample: (j.ran_s > 0.0).then(|| j.issued / j.ran_s),
-                    })
-                    .collect();
-                let sel = step(&mut state, &params, &apps);
-                // A gang: every thread of a selected application runs.
-                vec![sel
-                    .iter()
-                    .flat_map(|&id| {
-                        (0..jobs[id as usize].spec.threads as usize).map(move |k| (id as usize, k))
-                    })
-                    .collect()]
-            }
+            _ => match policy_pick(&jobs, &mut state, &params, t, trace.as_mut()) {
+                Some(running) => vec![running],
+                None => break,
+            },
         };
         for j in jobs.iter_mut() {
             j.issued = 0.0;
@@ -263,6 +279,78 @@ pub fn turnaround(app: &AppSpec, set: WorkloadSet, sched: Scheduler, cfg: &RunCo
         .map(|j| j.finished_at.unwrap_or(t))
         .sum::<f64>()
         / 2.0
+}
+
+/// The two application instances (jobs 0 and 1, `work_s` of work each) and the set's four
+/// microbenchmarks (jobs 2–5, endless).
+fn new_jobs(app: &AppSpec, set: WorkloadSet, work_s: f64) -> Vec<Job> {
+    [*app, *app]
+        .into_iter()
+        .map(|spec| (spec, work_s))
+        .chain(
+            set.microbenchmarks()
+                .into_iter()
+                .map(|s| (s, f64::INFINITY)),
+        )
+        .map(|(spec, remaining)| Job {
+            spec,
+            burst: BurstProfile::of(&spec),
+            remaining,
+            done: 0.0,
+            finished_at: None,
+            thread_run_s: vec![0.0; spec.threads as usize],
+            issued: 0.0,
+            ran_s: 0.0,
+        })
+        .collect()
+}
+
+/// One quantum of the bandwidth policy: partita-manager's `step` on the rate each job issued
+/// in the last quantum (if it ran), recorded in `trace` if given. Returns the `(job, thread)`
+/// pairs that run (gangs: every thread of a selected job), or `None` once the trace is full.
+fn policy_pick(
+    jobs: &[Job],
+    state: &mut QuantumState,
+    params: &QuantumParams,
+    t: f64,
+    trace: Option<&mut (&mut Vec<QuantumTrace>, usize)>,
+) -> Option<Vec<(usize, usize)>> {
+    let apps: Vec<QuantumApp> = jobs
+        .iter()
+        .enumerate()
+        .filter(|(_, j)| j.finished_at.is_none())
+        .map(|(i, j)| QuantumApp {
+            id: i as u32,
+            threads: j.spec.threads,
+            sample: (j.ran_s > 0.0).then(|| j.issued / j.ran_s),
+        })
+        .collect();
+    let order = state.order().to_vec();
+    let sel = step(state, params, &apps);
+    if let Some((out, quanta)) = trace {
+        if out.len() >= *quanta {
+            return None;
+        }
+        let est = estimates(state, params, &apps);
+        out.push(QuantumTrace {
+            t,
+            order,
+            samples: (0..jobs.len() as u32)
+                .map(|i| apps.iter().find(|a| a.id == i).and_then(|a| a.sample))
+                .collect(),
+            estimates: (0..jobs.len() as u32)
+                .map(|i| est.iter().find(|e| e.0 == i).map_or(f64::NAN, |e| e.1))
+                .collect(),
+            selected: sel.clone(),
+        });
+    }
+    Some(
+        sel.iter()
+            .flat_map(|&id| {
+                (0..jobs[id as usize].spec.threads as usize).map(move |k| (id as usize, k))
+            })
+            .collect(),
+    )
 }
 
 /// The OS's choice for one 100 ms quantum (Linux 2.4, §3 and §5): `cpus` runnable threads,

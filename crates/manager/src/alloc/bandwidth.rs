@@ -152,6 +152,44 @@ mod tests {
         })
     }
 
+    /// The set-C cycle of docs/bench/bandwidth.md, from the estimates the model's trace
+    /// shows (jobs 0, 1: LU, two threads; 2, 3: BBMA; 4, 5: nBBMA; capacity 29.5 tx/µs, four
+    /// CPUs): under Quanta Window the two BBMA run together in every quantum and each LU only
+    /// as the head, once in three; Latest Quantum, seeing a BBMA's latest 14.4, pairs LU with a
+    /// BBMA and an nBBMA instead. This is §4's rule on those numbers, not a defect.
+    #[test]
+    fn set_c_cycle_follows_from_the_rule() {
+        let apps = |lu: f64, bbma: f64| {
+            let a = |id, threads, rate| BwApp { id, threads, rate };
+            [
+                a(0, 2, lu),
+                a(1, 2, lu),
+                a(2, 1, bbma),
+                a(3, 1, bbma),
+                a(4, 1, 0.0),
+                a(5, 1, 0.0),
+            ]
+        };
+        // QW, q1: nBBMA at the head; ABBW 9.8 then 9.1: both BBMA (11.3) beat LU (4.15/thread).
+        let mut order = vec![4, 5, 1, 0, 2, 3];
+        assert_eq!(
+            select(4, 29.5, &apps(8.3, 11.3), &mut order),
+            vec![4, 2, 3, 5]
+        );
+        assert_eq!(order, vec![1, 0, 4, 5, 2, 3]);
+        // QW, q2 and q3: each LU as the head, then both BBMA (12.0 stays nearer ABBW 9.2 than 0).
+        assert_eq!(select(4, 29.5, &apps(8.3, 12.0), &mut order), vec![1, 2, 3]);
+        assert_eq!(select(4, 29.5, &apps(8.3, 12.0), &mut order), vec![0, 2, 3]);
+        assert_eq!(
+            order,
+            vec![4, 5, 1, 0, 2, 3],
+            "back to q1: a 3-quantum cycle"
+        );
+        // LQ at q2's list: after LU1 and a BBMA at 14.4, ABBW = 6.8 is nearer nBBMA than BBMA.
+        let mut order = vec![1, 0, 4, 5, 2, 3];
+        assert_eq!(select(4, 29.5, &apps(8.3, 14.4), &mut order), vec![1, 2, 4]);
+    }
+
     proptest! {
         /// Invariant 9: gangs all-or-nothing; the head is selected when it fits; every choice
         /// after the head minimises |ABBW − rate| among fitting applications (or the lowest

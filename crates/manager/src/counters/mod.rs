@@ -3,7 +3,7 @@
 //!
 //! | name | what it reads | available when |
 //! |---|---|---|
-//! | `perf-event` | LLC misses × 64 bytes, every thread of the application (inherited) | the CPU has a PMU the kernel exposes |
+//! | `perf-event` | LLC misses × the LLC line size (sysfs; 64 if unknown), every thread of the application (inherited) | the CPU has a PMU the kernel exposes |
 //! | `resctrl` | `mbm_total_bytes` of one monitoring group per application | `/sys/fs/resctrl` is mounted with MBM |
 //! | `self-report` | bytes the application reports in its control page | always |
 //! | `none` | nothing: the policy degrades to equipartition | every configured source was skipped |

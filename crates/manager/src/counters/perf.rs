@@ -25,13 +25,14 @@ use std::collections::BTreeMap;
 ///
 /// ```
 /// use partita_manager::counters::PerfEvent;
-/// assert_eq!(PerfEvent::LlcMisses.bytes_per_event(), 64);
+/// assert!(PerfEvent::LlcMisses.bytes_per_event().is_power_of_two());
 /// assert_eq!(PerfEvent::TaskClock.bytes_per_event(), 1);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PerfEvent {
-    /// Last-level-cache misses (`PERF_COUNT_HW_CACHE_MISSES`), one 64-byte line each: the
-    /// memory traffic the policy schedules on. Needs a PMU.
+    /// Last-level-cache misses (`PERF_COUNT_HW_CACHE_MISSES`), one LLC line each (the line
+    /// size from sysfs, as the runtime's own counters use it; 64 when sysfs does not say):
+    /// the memory traffic the policy schedules on. Needs a PMU.
     LlcMisses,
     /// Software: nanoseconds on CPU. Exists on every kernel; used to test the plumbing.
     TaskClock,
@@ -43,7 +44,7 @@ impl PerfEvent {
     /// Multiplier from the event's count to bytes (1: the count is the unit itself).
     pub fn bytes_per_event(self) -> u64 {
         match self {
-            PerfEvent::LlcMisses => 64,
+            PerfEvent::LlcMisses => partita_numa::triad::llc_line_bytes().unwrap_or(64),
             PerfEvent::TaskClock | PerfEvent::PageFaults => 1,
         }
     }

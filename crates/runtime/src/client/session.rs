@@ -173,6 +173,10 @@ pub(crate) fn run(
         side.idle_ns.store(p.idle_ns(), Ordering::Relaxed);
         side.bandwidth
             .store(crate::traffic::published_bytes(), Ordering::Relaxed);
+        side.traffic_status.store(
+            crate::traffic::measured_traffic_status().code(),
+            Ordering::Relaxed,
+        );
         side.heartbeat.store(monotonic_ns(), Ordering::Release);
         drop(p);
         if bell.broken.load(Ordering::Relaxed) {

@@ -12,6 +12,7 @@
 //! first worker starts, else by the environment variable `PARTITA_TRAFFIC_EVENT`
 //! (`llc-misses`, the default; `page-faults`; `off`).
 
+use partita_protocol::traffic::TrafficStatus;
 use perf_event::events::{Event, Hardware, Software};
 use perf_event::{Builder, Counter};
 use std::fmt;
@@ -51,7 +52,8 @@ impl TrafficEvent {
     /// Bytes one event stands for: the LLC line size, or the page size.
     pub fn bytes_per_event(self) -> u64 {
         match self {
-            TrafficEvent::LlcMisses => llc_line_size(),
+            // 64 where sysfs does not say (the line of every current x86 and most ARM cores).
+            TrafficEvent::LlcMisses => partita_numa::triad::llc_line_bytes().unwrap_or(64),
             // SAFETY: sysconf has no memory-safety preconditions.
             TrafficEvent::PageFaults => match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
                 n if n > 0 => n as u64,
@@ -80,20 +82,6 @@ impl fmt::Display for TrafficEvent {
     }
 }
 
-/// The line size of the highest cache level sysfs lists for CPU 0 (64 if it lists none).
-fn llc_line_size() -> u64 {
-    let read = |p: std::path::PathBuf| std::fs::read_to_string(p).ok()?.trim().parse::<u64>().ok();
-    let Ok(dir) = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache") else {
-        return 64;
-    };
-    dir.filter_map(|e| {
-        let p = e.ok()?.path();
-        Some((read(p.join("level"))?, read(p.join("coherency_line_size"))?))
-    })
-    .max()
-    .map_or(64, |(_, line)| line)
-}
-
 /// Whether the runtime measures traffic, and how; or why not.
 ///
 /// ```
@@ -117,13 +105,15 @@ pub enum MeasuredTraffic {
     Skipped(String),
 }
 
-static CHOICE: OnceLock<MeasuredTraffic> = OnceLock::new();
+/// The choice, with the compact code the control page carries (`partita status` shows it
+/// beside the counter source; the text stays in this process's log).
+static CHOICE: OnceLock<(MeasuredTraffic, TrafficStatus)> = OnceLock::new();
 
 /// Choose the event before any worker has started (tests; programs that know better than the
 /// environment). Returns the choice in force: `event`'s, or the one made earlier (by an
 /// earlier call or by the first worker of the process, from `PARTITA_TRAFFIC_EVENT`).
 pub fn measure_traffic_with(event: TrafficEvent) -> MeasuredTraffic {
-    CHOICE.get_or_init(|| probe(event)).clone()
+    CHOICE.get_or_init(|| probe(event)).0.clone()
 }
 
 /// What the runtime measures in this process (decided when its first worker starts, or now).
@@ -131,20 +121,39 @@ pub fn measured_traffic() -> MeasuredTraffic {
     choice().clone()
 }
 
+/// [`measured_traffic`] as the code the control page carries (`AppSide::traffic_status`).
+///
+/// ```
+/// let s = partita_runtime::measured_traffic_status();
+/// assert_eq!(
+///     s.is_counting(),
+///     matches!(partita_runtime::measured_traffic(), partita_runtime::MeasuredTraffic::Counting { .. })
+/// );
+/// ```
+pub fn measured_traffic_status() -> TrafficStatus {
+    chosen().1
+}
+
 fn choice() -> &'static MeasuredTraffic {
+    &chosen().0
+}
+
+fn chosen() -> &'static (MeasuredTraffic, TrafficStatus) {
     CHOICE.get_or_init(|| {
+        let skip = |status, why: String| (MeasuredTraffic::Skipped(why), status);
         let m = match std::env::var(ENV) {
             Err(std::env::VarError::NotPresent) => probe(TrafficEvent::LlcMisses),
-            Err(std::env::VarError::NotUnicode(v)) => {
-                MeasuredTraffic::Skipped(format!("{ENV}={v:?}: not UTF-8"))
-            }
-            Ok(v) if v == "off" => MeasuredTraffic::Skipped(format!("{ENV}=off")),
+            Err(std::env::VarError::NotUnicode(v)) => skip(
+                TrafficStatus::SkipBadConfig,
+                format!("{ENV}={v:?}: not UTF-8"),
+            ),
+            Ok(v) if v == "off" => skip(TrafficStatus::SkipOff, format!("{ENV}=off")),
             Ok(v) => match TrafficEvent::parse(&v) {
                 Ok(e) => probe(e),
-                Err(why) => MeasuredTraffic::Skipped(why),
+                Err(why) => skip(TrafficStatus::SkipBadConfig, why),
             },
         };
-        if let MeasuredTraffic::Skipped(why) = &m {
+        if let MeasuredTraffic::Skipped(why) = &m.0 {
             tracing::info!("partita-runtime measures no memory traffic: {why}");
         }
         m
@@ -152,25 +161,41 @@ fn choice() -> &'static MeasuredTraffic {
 }
 
 /// Can `event` be opened on this thread? The reason names the call and, for the usual
-/// errors, the likely cause.
-fn probe(event: TrafficEvent) -> MeasuredTraffic {
+/// errors, the likely cause; the code classifies it the same way.
+fn probe(event: TrafficEvent) -> (MeasuredTraffic, TrafficStatus) {
     match event.builder().build() {
-        Ok(_) => MeasuredTraffic::Counting {
-            event,
-            bytes_per_event: event.bytes_per_event(),
-        },
+        Ok(_) => (
+            MeasuredTraffic::Counting {
+                event,
+                bytes_per_event: event.bytes_per_event(),
+            },
+            match event {
+                TrafficEvent::LlcMisses => TrafficStatus::CountingLlcMisses,
+                TrafficEvent::PageFaults => TrafficStatus::CountingPageFaults,
+            },
+        ),
         Err(e) => {
-            let hint = match (event, e.raw_os_error()) {
-                (TrafficEvent::LlcMisses, Some(libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV)) => {
-                    " (no hardware PMU exposed: a virtual machine without PMU passthrough?)"
-                }
-                (_, Some(libc::EACCES | libc::EPERM)) => {
-                    " (not permitted: see /proc/sys/kernel/perf_event_paranoid)"
-                }
-                _ => "",
-            };
-            MeasuredTraffic::Skipped(format!("perf_event_open({event}): {e}{hint}"))
+            let (status, hint) = skip_reason(event, e.raw_os_error());
+            (
+                MeasuredTraffic::Skipped(format!("perf_event_open({event}): {e}{hint}")),
+                status,
+            )
         }
+    }
+}
+
+/// Why `perf_event_open(event)` failed with `errno`: the page's code and a hint for the log.
+fn skip_reason(event: TrafficEvent, errno: Option<i32>) -> (TrafficStatus, &'static str) {
+    match (event, errno) {
+        (TrafficEvent::LlcMisses, Some(libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV)) => (
+            TrafficStatus::SkipNoPmu,
+            " (no hardware PMU exposed: a virtual machine without PMU passthrough?)",
+        ),
+        (_, Some(libc::EACCES | libc::EPERM)) => (
+            TrafficStatus::SkipNotPermitted,
+            " (not permitted: see /proc/sys/kernel/perf_event_paranoid)",
+        ),
+        _ => (TrafficStatus::SkipError, ""),
     }
 }
 
@@ -259,14 +284,39 @@ mod tests {
     #[test]
     fn hardware_event_counts_or_says_why() {
         match probe(TrafficEvent::LlcMisses) {
-            MeasuredTraffic::Counting {
-                bytes_per_event, ..
-            } => {
-                assert!(bytes_per_event.is_power_of_two())
+            (
+                MeasuredTraffic::Counting {
+                    bytes_per_event, ..
+                },
+                status,
+            ) => {
+                assert!(bytes_per_event.is_power_of_two());
+                assert_eq!(status, TrafficStatus::CountingLlcMisses);
             }
-            MeasuredTraffic::Skipped(why) => {
-                assert!(why.starts_with("perf_event_open(llc-misses)"), "{why}")
+            (MeasuredTraffic::Skipped(why), status) => {
+                assert!(why.starts_with("perf_event_open(llc-misses)"), "{why}");
+                assert!(!status.is_counting(), "{status}");
+                // The code and the text agree on the cause.
+                let pmu = why.contains("no hardware PMU");
+                assert_eq!(pmu, status == TrafficStatus::SkipNoPmu, "{why} vs {status}");
             }
+        }
+    }
+
+    #[test]
+    fn errnos_map_to_their_codes() {
+        use TrafficEvent::*;
+        let code = |e, errno| skip_reason(e, Some(errno)).0;
+        for errno in [libc::ENOENT, libc::EOPNOTSUPP, libc::ENODEV] {
+            assert_eq!(code(LlcMisses, errno), TrafficStatus::SkipNoPmu);
+            // A software event missing is not a missing PMU.
+            assert_eq!(code(PageFaults, errno), TrafficStatus::SkipError);
+        }
+        for e in [LlcMisses, PageFaults] {
+            assert_eq!(code(e, libc::EACCES), TrafficStatus::SkipNotPermitted);
+            assert_eq!(code(e, libc::EPERM), TrafficStatus::SkipNotPermitted);
+            assert_eq!(code(e, libc::EMFILE), TrafficStatus::SkipError);
+            assert_eq!(skip_reason(e, None).0, TrafficStatus::SkipError);
         }
     }
 
