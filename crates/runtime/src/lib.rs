@@ -99,6 +99,7 @@ mod client {
 }
 mod config;
 mod control;
+mod deque;
 mod job;
 mod join;
 mod latch;
