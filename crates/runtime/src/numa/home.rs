@@ -63,13 +63,13 @@ pub(crate) struct Home {
 }
 
 impl Home {
-    /// Every part, the deque's shared page (`deque`) and rings (`deque ring`) as they are now.
+    /// Every part, the deque's shared page (`deque`) and rings (`deque-ring`) as they are now.
     pub(crate) fn parts(&self) -> Vec<(&'static str, PageRange)> {
         let mut out = self.fixed.clone();
         if let Some(d) = &self.deque {
             for (i, (addr, len)) in d.pages().into_iter().enumerate() {
                 if let Ok(r) = PageRange::new(addr, len) {
-                    out.push((if i == 0 { "deque" } else { "deque ring" }, r));
+                    out.push((if i == 0 { "deque" } else { "deque-ring" }, r));
                 }
             }
         }
@@ -142,7 +142,7 @@ pub(crate) fn enter(registry: &Arc<Registry>, index: usize) -> Option<HomeGuard>
 /// Where one part of a worker's home is (`move_pages` query).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HomePart {
-    /// `stack`, `tls`, `counters`, `deque` (its shared page) or `deque ring` (one per ring).
+    /// `stack`, `tls`, `counters`, `deque` (its shared page) or `deque-ring` (one per ring).
     pub what: &'static str,
     /// Pages of the part.
     pub pages: usize,
@@ -211,7 +211,7 @@ mod tests {
             deque: Some(w.stealer()),
         };
         let names = |h: &Home| h.parts().iter().map(|(w, _)| *w).collect::<Vec<_>>();
-        assert_eq!(names(&home), ["deque", "deque ring"]);
+        assert_eq!(names(&home), ["deque", "deque-ring"]);
         let latch = crate::latch::LockLatch::new();
         let job = crate::job::StackJob::new(|_| (), crate::latch::LatchRef::new(&latch));
         for _ in 0..1000 {
@@ -223,10 +223,10 @@ mod tests {
             names(&home),
             [
                 "deque",
-                "deque ring",
-                "deque ring",
-                "deque ring",
-                "deque ring"
+                "deque-ring",
+                "deque-ring",
+                "deque-ring",
+                "deque-ring"
             ]
         );
         for (_, r) in home.parts() {
