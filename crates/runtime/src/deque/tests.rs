@@ -273,6 +273,36 @@ mod loom_models {
     }
 
     #[test]
+    fn loom_deque_growth_between_pops() {
+        // Pops between pushes that grow the ring (1 → 2 → 4) while two steals run: `back`
+        // goes down and up across a growth, and the thief may hold any of the three rings.
+        loom::model(|| {
+            let w = Worker::<usize>::new(Flavor::Lifo, 1);
+            let s = w.stealer();
+            let thief = thread::spawn(move || {
+                (0..2)
+                    .filter_map(|_| match s.steal() {
+                        Steal::Success(x) => Some(x),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>()
+            });
+            w.push(0);
+            w.push(1);
+            let mut all: Vec<usize> = w.pop().into_iter().collect();
+            w.push(2);
+            w.push(3);
+            all.extend(w.pop());
+            all.extend(thief.join().unwrap());
+            while let Some(x) = w.pop() {
+                all.push(x);
+            }
+            all.sort_unstable();
+            assert_eq!(all, vec![0, 1, 2, 3]);
+        });
+    }
+
+    #[test]
     fn loom_deque_fifo_pop_vs_steal() {
         push_pop_steal(Flavor::Fifo, 1, 2, 2, 2);
     }
