@@ -69,7 +69,7 @@ fn parse(log: &str) -> Report {
     r
 }
 
-const REQUIRED: [&str; 25] = [
+const REQUIRED: [&str; 27] = [
     // The manager-and-application scenario (issue 14): placement on the CPUs' node, memory
     // following the CPUs to node 1, and the scenario as a whole.
     "follow_placement",
@@ -79,6 +79,9 @@ const REQUIRED: [&str; 25] = [
     // cost rule leaving a cold region behind.
     "follow_homes_placed",
     "follow_homes_moved",
+    // Of those, the workers' deques (shared page and rings) explicitly.
+    "follow_deque_placed",
+    "follow_deque_moved",
     "follow_cost_rule",
     // Verghese's policy at run time: a hot page moves to its user; a read-write-shared
     // region stays.
@@ -181,13 +184,15 @@ PARTITA-NUMA INFO numa-follow: 256 of 256 pages on node 1 after 90 ms
 PARTITA-NUMA CHECK follow_cpus PASS ok
 PARTITA-NUMA CHECK follow_homes_placed PASS ok
 PARTITA-NUMA CHECK follow_homes_moved PASS ok
+PARTITA-NUMA CHECK follow_deque_placed PASS ok
+PARTITA-NUMA CHECK follow_deque_moved PASS ok
 PARTITA-NUMA CHECK follow_cost_rule PASS ok
 PARTITA-NUMA CHECK follow_scenario PASS completed
 PARTITA-NUMA CHECK policy_hot_page PASS ok
 PARTITA-NUMA CHECK policy_shared_left_alone PASS ok
 PARTITA-NUMA CHECK policy_fault_hot_page PASS ok
 PARTITA-NUMA CHECK follow_bench PASS ok
-PARTITA-NUMA FOLLOW-DONE checks=10 failed=0
+PARTITA-NUMA FOLLOW-DONE checks=12 failed=0
 ";
 
 #[test]
@@ -233,7 +238,7 @@ fn parser_rejects_an_extra_failed_check() {
 
 #[test]
 fn parser_rejects_a_follow_scenario_that_did_not_finish() {
-    let log = GOOD.replace("PARTITA-NUMA FOLLOW-DONE checks=10 failed=0", "");
+    let log = GOOD.replace("PARTITA-NUMA FOLLOW-DONE checks=12 failed=0", "");
     let v = verdict(&parse(&log));
     assert!(v.iter().any(|p| p.contains("FOLLOW-DONE")), "{v:?}");
     let log = GOOD.replace(

@@ -66,6 +66,25 @@ impl JobRef {
     }
 }
 
+impl crate::deque::Item for JobRef {
+    #[inline]
+    fn into_words(self) -> [*mut (); 2] {
+        [self.pointer.cast_mut(), self.execute_fn as *mut ()]
+    }
+
+    #[inline]
+    unsafe fn from_words(w: [*mut (); 2]) -> Self {
+        JobRef {
+            pointer: w[0],
+            // SAFETY: by the contract `w[1]` is `into_words`' cast of an
+            // `unsafe fn(*const ()) -> bool`; casting it back restores that pointer.
+            execute_fn: unsafe {
+                std::mem::transmute::<*mut (), unsafe fn(*const ()) -> bool>(w[1])
+            },
+        }
+    }
+}
+
 /// The outcome of a job that someone waits for.
 pub(crate) enum JobResult<T> {
     None,

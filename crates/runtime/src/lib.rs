@@ -63,6 +63,8 @@
 //! - `thread_pool` / `builder` / `join` / `scope` / `spawn` / `broadcast`: the rayon-core API;
 //! - `registry`: one pool's shared state, the global pool, starting workers, injection;
 //! - `worker`: a worker thread's main loop, stealing and idling;
+//! - `deque`: each worker's Chase–Lev deque, in pages of its own that follow the worker's node
+//!   (**its protocol and loom models are in `src/deque/README.md`**);
 //! - `control`: process control — the pure policies (`control/mod.rs`) and their application
 //!   to a pool (`control/apply.rs`: target, suspension at safe points, re-pinning, demand);
 //! - `sleep`: idle workers and suspended ones; **the sleep and suspension protocol, its
@@ -73,7 +75,8 @@
 //!   traffic), `stats` (`ThreadPool::stats`), `config` (rayon-core's deprecated API), `sync`
 //!   (std or loom primitives).
 //!
-//! The sleep protocol is model-checked with loom (`sleep::tests::loom_*`:
+//! The sleep protocol and the deque are model-checked with loom (`sleep::tests::loom_*`,
+//! `deque::tests::loom_deque_*`:
 //! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p partita-runtime --lib
 //! --release -- loom_`, run by `scripts/test.d/30-runtime.sh`). The whole pool is checked by
 //! behaviour tests (`tests/`), a churn stress in which every task must run exactly once while
@@ -82,7 +85,7 @@
 //! proptest that after quiescence `active == clamp(target, 1, size)`.
 
 #![warn(missing_docs)]
-// Under loom only the sleep protocol is exercised; the rest is compiled but unused.
+// Under loom only the sleep protocol and the deque are exercised; the rest is compiled but unused.
 #![cfg_attr(loom, allow(dead_code))]
 
 mod affinity;
@@ -99,6 +102,7 @@ mod client {
 }
 mod config;
 mod control;
+mod deque;
 mod job;
 mod join;
 mod latch;

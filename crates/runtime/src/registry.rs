@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crossbeam_deque::{Stealer, Worker};
+use crate::deque::{Stealer, Worker};
 
 use crate::builder::{ErrorKind, ThreadPoolBuildError, ThreadPoolBuilder};
 use crate::client::ClientGuard;
@@ -42,8 +42,18 @@ pub(crate) struct ThreadInfo {
     pub(crate) stopped: LockLatch,
     /// Set when the registry terminates.
     pub(crate) terminate: OnceLatch,
-    /// The thieves' end of the worker's deque.
-    pub(crate) stealer: Stealer<JobRef>,
+    /// The thieves' end of the worker's deque, set by the worker when it starts: the deque
+    /// is built on its owner's thread, which touches its pages first (`deque/`). Until then
+    /// the worker has nothing to steal.
+    pub(crate) stealer: OnceLock<Stealer<JobRef>>,
+}
+
+impl ThreadInfo {
+    /// The worker's deque (thieves' end), once the worker has started.
+    #[inline]
+    pub(crate) fn stealer(&self) -> Option<&Stealer<JobRef>> {
+        self.stealer.get()
+    }
 }
 
 /// One pool's shared state.
@@ -145,17 +155,6 @@ impl Registry {
             .min(crate::max_num_threads())
             .max(1);
         let breadth_first = builder.breadth_first;
-        let (workers, stealers): (Vec<_>, Vec<_>) = (0..n)
-            .map(|_| {
-                let w = if breadth_first {
-                    Worker::new_fifo()
-                } else {
-                    Worker::new_lifo()
-                };
-                let s = w.stealer();
-                (w, s)
-            })
-            .unzip();
         let (broadcasts, broadcast_stealers): (Vec<_>, Vec<_>) = (0..n)
             .map(|_| {
                 let w = Worker::new_fifo();
@@ -173,13 +172,12 @@ impl Registry {
             return Err(ThreadPoolBuildError::new(ErrorKind::StaticNeedsStandalone));
         }
         let registry = Arc::new(Registry {
-            thread_infos: stealers
-                .into_iter()
-                .map(|stealer| ThreadInfo {
+            thread_infos: (0..n)
+                .map(|_| ThreadInfo {
                     primed: LockLatch::new(),
                     stopped: LockLatch::new(),
                     terminate: OnceLatch::new(),
-                    stealer,
+                    stealer: OnceLock::new(),
                 })
                 .collect(),
             sleep: Sleep::new(n),
@@ -200,11 +198,10 @@ impl Registry {
         });
 
         let t1000 = Terminator(&registry);
-        for (index, (worker, broadcast)) in workers.into_iter().zip(broadcast_stealers).enumerate()
-        {
+        for (index, broadcast) in broadcast_stealers.into_iter().enumerate() {
             let seed = WorkerSeed {
                 registry: Arc::clone(&registry),
-                worker,
+                breadth_first,
                 broadcast,
                 index,
             };
@@ -438,7 +435,10 @@ impl Registry {
 
     /// Any task in a deque that `w` could steal, or in a ready queue `w` may serve (a hint).
     pub(crate) fn has_shared_work(&self, w: &WorkerQueues) -> bool {
-        self.thread_infos.iter().any(|t| !t.stealer.is_empty()) || self.ready.has_work_for(w)
+        self.thread_infos
+            .iter()
+            .any(|t| t.stealer().is_some_and(|s| !s.is_empty()))
+            || self.ready.has_work_for(w)
     }
 
     pub(crate) fn stats(&self) -> PoolStats {

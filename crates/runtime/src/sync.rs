@@ -1,13 +1,17 @@
-//! Synchronisation primitives used by the sleep / process-control core, swapped for loom's
+//! Synchronisation primitives used by the sleep / process-control core and the deque, swapped for loom's
 //! model-checked versions under `--cfg loom` (see `scripts/test.d/30-runtime.sh`).
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU64};
+pub(crate) use loom::sync::atomic::{
+    fence, AtomicBool, AtomicIsize, AtomicPtr, AtomicU64, AtomicUsize,
+};
 #[cfg(loom)]
 pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64};
+pub(crate) use std::sync::atomic::{
+    fence, AtomicBool, AtomicIsize, AtomicPtr, AtomicU64, AtomicUsize,
+};
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
 

@@ -25,10 +25,10 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Instant;
 
-use crossbeam_deque::{Steal, Stealer, Worker};
 use partita_queues::XorShift64;
 
 use crate::control::BusyClock;
+use crate::deque::{Steal, Stealer, Worker};
 use crate::job::{JobFifo, JobRef};
 use crate::latch::{AsCoreLatch, CoreLatch, Latch};
 use crate::ready::WorkerQueues;
@@ -63,7 +63,8 @@ pub(crate) fn bump(c: &AtomicU64, by: u64) {
 /// What a new worker thread needs to start (built by `Registry::new`).
 pub(crate) struct WorkerSeed {
     pub(crate) registry: Arc<Registry>,
-    pub(crate) worker: Worker<JobRef>,
+    /// The pool is `breadth_first`: the worker's deque is FIFO for its owner too.
+    pub(crate) breadth_first: bool,
     pub(crate) broadcast: Stealer<JobRef>,
     pub(crate) index: usize,
 }
@@ -91,9 +92,20 @@ thread_local! {
 }
 
 impl From<WorkerSeed> for WorkerThread {
+    /// Called on the worker's own thread: its deque is built (and first touched) here, and its
+    /// thieves' end published in the registry.
     fn from(seed: WorkerSeed) -> Self {
+        let worker = if seed.breadth_first {
+            Worker::new_fifo()
+        } else {
+            Worker::new_lifo()
+        };
+        let published = seed.registry.thread_infos[seed.index]
+            .stealer
+            .set(worker.stealer());
+        debug_assert!(published.is_ok(), "worker {} started twice", seed.index);
         WorkerThread {
-            worker: seed.worker,
+            worker,
             broadcast: seed.broadcast,
             fifo: JobFifo::new(),
             index: seed.index,
@@ -230,8 +242,9 @@ impl WorkerThread {
             let start = self.rng.borrow_mut().below(n);
             let job = (start..n)
                 .chain(0..start)
-                .filter(|&i| i != self.index && !infos[i].stealer.is_empty())
-                .find_map(|victim| match infos[victim].stealer.steal() {
+                .filter(|&i| i != self.index)
+                .filter_map(|i| infos[i].stealer().filter(|s| !s.is_empty()))
+                .find_map(|victim| match victim.steal() {
                     Steal::Success(job) => Some(job),
                     Steal::Empty => None,
                     Steal::Retry => {

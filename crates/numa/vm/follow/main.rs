@@ -222,6 +222,34 @@ fn parse_homes(line: &str) -> Option<Vec<(String, usize, usize, usize)>> {
         .collect()
 }
 
+/// The `homes` line of a `wait_homes` outcome, reached or not.
+fn homes_of(r: &Result<String, String>) -> &str {
+    match r {
+        Ok(l) | Err(l) => l,
+    }
+}
+
+/// The workers' deques (partita-runtime's own: a shared page, `deque`, and its rings,
+/// `deque-ring`) are registered parts of their homes and every present page of them is on
+/// `node`: at least one of each part, each with pages present.
+fn deques_on(line: &str, node: usize) -> Result<String, String> {
+    let parts = parse_homes(line).ok_or_else(|| format!("no homes: {line}"))?;
+    let deque: Vec<_> = parts.iter().filter(|p| p.0.starts_with("deque")).collect();
+    let shared = deque.iter().filter(|p| p.0 == "deque").count();
+    let rings = deque.len() - shared;
+    let present: usize = deque.iter().map(|p| p.3).sum();
+    let there: usize = deque.iter().map(|p| [p.1, p.2][node]).sum();
+    if shared == 0 || rings == 0 || deque.iter().any(|p| p.3 == 0) || there != present {
+        return Err(format!(
+            "deque pages: {shared} shared, {rings} rings, {there} of {present} present pages \
+             on node {node}: {line}"
+        ));
+    }
+    Ok(format!(
+        "{shared} workers' deques ({rings} rings): {there} of {present} pages on node {node}"
+    ))
+}
+
 /// Asks A for its workers' homes until every present page is on `node` (or `limit` passes).
 fn wait_homes(a: &mut App, node: usize, limit: Duration) -> (Result<String, String>, u128) {
     let t = Instant::now();
@@ -491,6 +519,7 @@ fn placed(c: &mut Checks, a: &mut App) -> Result<usize, String> {
         },
     );
     let (homes, ms) = wait_homes(a, 0, Duration::from_secs(5));
+    c.check("follow_deque_placed", deques_on(homes_of(&homes), 0));
     c.check(
         "follow_homes_placed",
         homes
@@ -504,6 +533,7 @@ fn placed(c: &mut Checks, a: &mut App) -> Result<usize, String> {
 /// cold region behind.
 fn after_move(c: &mut Checks, a: &mut App) {
     let (homes, ms) = wait_homes(a, 1, Duration::from_secs(5));
+    c.check("follow_deque_moved", deques_on(homes_of(&homes), 1));
     c.check(
         "follow_homes_moved",
         homes

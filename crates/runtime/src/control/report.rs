@@ -124,7 +124,7 @@ impl Registry {
             + self
                 .thread_infos
                 .iter()
-                .map(|t| t.stealer.len())
+                .map(|t| t.stealer().map_or(0, |s| s.len()))
                 .sum::<usize>();
         Sample {
             at_ns,

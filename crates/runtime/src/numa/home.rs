@@ -3,19 +3,23 @@
 //!
 //! What a worker touches for every task is (a) its stack: the frames of the tasks it runs and
 //! its `WorkerThread` (the owner's handle of its deque, its FIFO, victim RNG and ready-queue
-//! cursors), with glibc also its thread-locals at the top of the same mapping; and (b) its
+//! cursors), with glibc also its thread-locals at the top of the same mapping; (b) its
 //! counters slot (`Registry::counters`, one [`PageAligned`] page per worker, so no two
-//! workers' counters share a page). Each worker registers those pages as its *home* when it
-//! starts ([`enter`], called from the worker thread), so the first touch of its stack is its
-//! own; the follower thread (`mover.rs`) moves homes together with the registered memory
-//! whenever the manager moves the pool to another node — before the data, since they are
-//! hotter — so a worker placed (or moved) on a node finds its own pages there within the
-//! follower's settle time. A worker that exits unregisters its home first ([`HomeGuard`]).
+//! workers' counters share a page); and (c) its deque (`crate::deque`): the shared page with
+//! `front`, `back` and the ring pointer, and its rings, each whole pages of their own, built
+//! by the worker on its own thread when it starts. Each worker registers those pages as its
+//! *home* when it starts ([`enter`], called from the worker thread), so the first touch of
+//! its stack and deque is its own; the follower thread (`mover.rs`) moves homes together
+//! with the registered memory whenever the manager moves the pool to another node — before
+//! the data, since they are hotter — so a worker placed (or moved) on a node finds its own
+//! pages there within the follower's settle time. The deque's rings are listed afresh at
+//! each pass (it may have grown; a new ring is first touched by its owner). A worker that
+//! exits unregisters its home first ([`HomeGuard`]).
 //!
-//! Not covered: the shared half of crossbeam's deque (its `Inner` and first buffer, allocated
-//! by the thread that builds the pool; crossbeam exposes no address to place or move). A
-//! buffer that grows is reallocated by the owning worker itself, so from then on its first
-//! touch is local.
+//! Not covered: the worker's broadcast queue (built with the pool, by the thread that builds
+//! it, and touched once per `broadcast`), the ready queues and the sleep state (shared by all
+//! workers by design, so no one node is theirs), and the heap jobs a worker allocates (the
+//! allocator's, first-touched by the worker that spawns them).
 
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
@@ -24,6 +28,8 @@ use partita_numa::{PageRange, PageStatus};
 
 use super::PoolNuma;
 use crate::control::ProcessControl;
+use crate::deque::Stealer;
+use crate::job::JobRef;
 use crate::registry::Registry;
 
 /// One value alone in its page(s): per-worker state that must be movable per worker.
@@ -50,7 +56,25 @@ impl<T> DerefMut for PageAligned<T> {
 #[derive(Clone, Debug)]
 pub(crate) struct Home {
     pub(crate) worker: usize,
-    pub(crate) parts: Vec<(&'static str, PageRange)>,
+    /// Fixed parts: stack, thread-locals, counters slot.
+    fixed: Vec<(&'static str, PageRange)>,
+    /// The worker's deque, whose buffers grow: its pages are listed at each use.
+    deque: Option<Stealer<JobRef>>,
+}
+
+impl Home {
+    /// Every part, the deque's shared page (`deque`) and rings (`deque-ring`) as they are now.
+    pub(crate) fn parts(&self) -> Vec<(&'static str, PageRange)> {
+        let mut out = self.fixed.clone();
+        if let Some(d) = &self.deque {
+            for (i, (addr, len)) in d.pages().into_iter().enumerate() {
+                if let Ok(r) = PageRange::new(addr, len) {
+                    out.push((if i == 0 { "deque" } else { "deque-ring" }, r));
+                }
+            }
+        }
+        out
+    }
 }
 
 /// Unregisters a worker's home when the worker leaves its main loop (its stack goes soon
@@ -72,7 +96,7 @@ thread_local! {
     static TLS_PROBE: u8 = const { 0 };
 }
 
-/// Registers the calling worker's home (stack, thread-locals, counters slot) with its pool
+/// Registers the calling worker's home (stack, thread-locals, counters slot, deque) with its pool
 /// and makes sure the follower runs. `None` where following does nothing: one node, a pool
 /// that opted out, a pool no manager places (only a manager moves CPU sets), or an
 /// unreadable stack (said in the log).
@@ -102,9 +126,11 @@ pub(crate) fn enter(registry: &Arc<Registry>, index: usize) -> Option<HomeGuard>
     if let Ok(r) = PageRange::covering(std::slice::from_ref(&registry.counters[index])) {
         parts.push(("counters", r));
     }
+    let deque = registry.thread_infos[index].stealer().cloned();
     numa.lock_homes().push(Home {
         worker: index,
-        parts,
+        fixed: parts,
+        deque,
     });
     super::mover::ensure_follower(numa, Arc::downgrade(registry));
     Some(HomeGuard {
@@ -116,7 +142,7 @@ pub(crate) fn enter(registry: &Arc<Registry>, index: usize) -> Option<HomeGuard>
 /// Where one part of a worker's home is (`move_pages` query).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HomePart {
-    /// `stack`, `tls` or `counters`.
+    /// `stack`, `tls`, `counters`, `deque` (its shared page) or `deque-ring` (one per ring).
     pub what: &'static str,
     /// Pages of the part.
     pub pages: usize,
@@ -174,6 +200,39 @@ mod tests {
             let (a, b) = (&*w[0] as *const u64 as usize, &*w[1] as *const u64 as usize);
             assert!(b - a >= 4096 && a % 4096 == 0);
         }
+    }
+
+    #[test]
+    fn a_home_lists_its_deque_pages_as_they_grow() {
+        let w = crate::deque::Worker::<JobRef>::new_lifo();
+        let home = Home {
+            worker: 0,
+            fixed: Vec::new(),
+            deque: Some(w.stealer()),
+        };
+        let names = |h: &Home| h.parts().iter().map(|(w, _)| *w).collect::<Vec<_>>();
+        assert_eq!(names(&home), ["deque", "deque-ring"]);
+        let latch = crate::latch::LockLatch::new();
+        let job = crate::job::StackJob::new(|_| (), crate::latch::LatchRef::new(&latch));
+        for _ in 0..1000 {
+            // SAFETY: the refs are popped below and never executed; `job` outlives them.
+            w.push(unsafe { job.as_job_ref() });
+        }
+        // 128 → 256 → 512 → 1024 slots: every ring is still listed (thieves may hold any).
+        assert_eq!(
+            names(&home),
+            [
+                "deque",
+                "deque-ring",
+                "deque-ring",
+                "deque-ring",
+                "deque-ring"
+            ]
+        );
+        for (_, r) in home.parts() {
+            assert_eq!(r.start() % 4096, 0);
+        }
+        while w.pop().is_some() {}
     }
 
     #[test]

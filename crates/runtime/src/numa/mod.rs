@@ -521,14 +521,16 @@ impl ThreadPool {
     }
 
     /// Where the pages of each worker's own structures are (its stack with the deque handle
-    /// and thread-locals, and its counters slot; `move_pages` queries). Empty where homes are
+    /// and thread-locals, its counters slot, and its deque's shared page and rings;
+    /// `move_pages` queries). Empty where homes are
     /// not tracked: one node, a pool that opted out of following, or a worker not started yet.
     pub fn worker_homes(&self) -> Result<Vec<WorkerHome>, PoolMemError> {
         let homes = self.registry.numa.lock_homes();
         let mut out = Vec::with_capacity(homes.len());
         for h in homes.iter() {
-            let mut parts = Vec::with_capacity(h.parts.len());
-            for (what, range) in &h.parts {
+            let all = h.parts();
+            let mut parts = Vec::with_capacity(all.len());
+            for (what, range) in &all {
                 parts.push(home::tally(what, &partita_numa::locate(*range)?));
             }
             out.push(WorkerHome {

@@ -194,7 +194,7 @@ struct Pass<'a> {
     stale: &'a dyn Fn() -> bool,
 }
 
-/// Moves the workers' own pages (stack, thread-locals, counters) to the pool's node: few
+/// Moves the workers' own pages (stack, thread-locals, counters, deque) to the pool's node: few
 /// pages, touched by every task, so first and unpaced; the cost rule with no counts (hot).
 fn move_homes(ctx: &Pass<'_>, since: Instant) {
     let numa = ctx.numa;
@@ -204,7 +204,8 @@ fn move_homes(ctx: &Pass<'_>, since: Instant) {
     };
     let costs = numa.costs();
     let homes = numa.lock_homes();
-    for (what, range) in homes.iter().flat_map(|h| h.parts.iter()) {
+    let parts: Vec<_> = homes.iter().flat_map(|h| h.parts()).collect();
+    for (what, range) in &parts {
         let Ok(status) = locate(*range) else { continue };
         let strays = follow::stray_pages(&status, ctx.allowed);
         let d = follow::cost_rule(strays.len(), None, costs);
@@ -228,7 +229,7 @@ fn move_homes(ctx: &Pass<'_>, since: Instant) {
     if out.moved == 0 && out.failed == 0 {
         return;
     }
-    for (_, range) in homes.iter().flat_map(|h| h.parts.iter()) {
+    for (_, range) in &parts {
         if let Ok(st) = locate(*range) {
             out.present += st.iter().filter(|s| s.node().is_some()).count();
             out.on_node += st.iter().filter(|s| s.node() == Some(ctx.main)).count();
