@@ -28,7 +28,7 @@ use std::time::Instant;
 use crossbeam_deque::{Steal, Stealer, Worker};
 use partita_queues::XorShift64;
 
-use crate::control::BusyClock;
+use crate::control::{BusyClock, Follower};
 use crate::job::{JobFifo, JobRef};
 use crate::latch::{AsCoreLatch, CoreLatch, Latch};
 use crate::ready::WorkerQueues;
@@ -84,6 +84,8 @@ pub(crate) struct WorkerThread {
     pub(crate) cpus_epoch: Cell<u64>,
     /// This worker's producer and consumer side of the ready queues.
     pub(crate) queues: WorkerQueues,
+    /// The manager's page as this worker follows it at safe points (`control/follow.rs`).
+    pub(crate) follow: Follower,
 }
 
 thread_local! {
@@ -101,6 +103,7 @@ impl From<WorkerSeed> for WorkerThread {
             queues: seed.registry.ready.worker(seed.index),
             registry: seed.registry,
             cpus_epoch: Cell::new(0),
+            follow: Follower::default(),
         }
     }
 }
@@ -417,6 +420,7 @@ pub(crate) fn main_loop(seed: WorkerSeed) {
             break;
         }
         // Safe point: between two tasks, nothing of ours is in flight.
+        wt.follow_manager();
         wt.maybe_repin();
         if wt.should_suspend() {
             wt.suspend();
