@@ -456,8 +456,8 @@ mod breakdown {
         "reallocator starts its round",
         "plan (under the registry lock)",
         "apply starts",
-        "B's client wakes (page write, futex)",
-        "B's client sets the target",
+        "B notices (client's futex wake or a worker's safe point)",
+        "B sets the target",
         "B's worker acts (resume / safe point)",
         "B's poll sees the count",
     ];
@@ -528,6 +528,10 @@ mod breakdown {
         rows: Vec<[f64; 9]>,
         missing: [usize; 9],
         held: usize,
+        /// Rounds whose change a worker applied at its safe point before the client woke.
+        by_worker: usize,
+        /// Rounds the manager ran on the doorbell's own thread (no reallocator wake-up).
+        inline: usize,
     }
 
     fn collect(run: &Run, grow: bool) -> Case {
@@ -538,6 +542,8 @@ mod breakdown {
             rows: Vec::new(),
             missing: [0; 9],
             held: 0,
+            by_worker: 0,
+            inline: 0,
         };
         for (i, r) in run
             .rounds
@@ -555,6 +561,16 @@ mod breakdown {
             };
             if first(&run.a, "held", r.t0, ends[0], |_| true).is_some() {
                 c.held += 1;
+            }
+            let applied = first(&run.b, "client_apply", ends[5], u64::MAX, |_| true);
+            if applied.and_then(|s| s.get("by_worker")) == Some(1) {
+                c.by_worker += 1;
+            }
+            if first(&run.manager, "round", ends[2], u64::MAX, |_| true)
+                .and_then(|s| s.get("inline"))
+                == Some(1)
+            {
+                c.inline += 1;
             }
             let mut prev = r.t0;
             let mut row = [0.0; 9];
@@ -590,9 +606,11 @@ mod breakdown {
                 "shrink (A 0->2, B 2->1)"
             };
             println!(
-                "{case}: per-hop breakdown, µs ({} rounds followed to the end, {} with A's doorbell held by the rate bound)",
+                "{case}: per-hop breakdown, µs ({} rounds followed to the end, {} with A's doorbell held by the rate bound; {} applied by a B worker at a safe point, {} run on the doorbell's thread)",
                 c.rows.len(),
-                c.held
+                c.held,
+                c.by_worker,
+                c.inline
             );
             for (k, &m) in c.missing.iter().enumerate().filter(|&(_, &m)| m > 0) {
                 println!("  {m} rounds without a stamp for: {}", HOPS[k]);
