@@ -193,12 +193,14 @@ impl Watch for Bell {
 }
 
 /// Takes the doorbell and the watch back from the pool when the session ends, however it
-/// ends; from then on nothing of this session's page is applied.
+/// ends; from then on nothing of this session's page is applied. The socket is shut down
+/// here: a worker may hold the session (its watch) until its next safe point.
 struct Lend<'a>(&'a Weak<dyn Controlled>, &'a Bell);
 
 impl Drop for Lend<'_> {
     fn drop(&mut self) {
         self.1.applied().closed = true;
+        let _ = self.1.stream.shutdown(std::net::Shutdown::Both);
         if let Some(p) = self.0.upgrade() {
             p.set_doorbell(None);
             p.set_watch(None);
