@@ -1,6 +1,6 @@
 //! End-to-end reaction: one process changes its demand, another process's workers adjust.
 //!
-//! `cargo run --release --example reaction [ROUNDS]`
+//! `cargo run --release --example reaction [ROUNDS] [--task-us N]`
 //!
 //! A manager runs in this process (the daemon code on its own thread, as `partita serve`
 //! would run it); two applications built on partita-runtime run as separate processes (this
@@ -21,7 +21,9 @@
 //! which only a task's end gives. The probe's tasks are rounds of `join(scope of four 500 µs
 //! spins, fib(18))`; the worker that must park may be inside the root of such a round, so
 //! the safe-point wait is up to a round (≈ 1–1.5 ms) and is the application's granularity,
-//! not the manager's speed. The tasks are not shortened to flatter the number.
+//! not the manager's speed. The tasks are not shortened to flatter the number: the default
+//! is 500 µs; `--task-us N` sets another length (the tables' headings say which was used), to
+//! show the shrink of a finer-grained program.
 //!
 //! Baseline, same run: the same change made in-process with `set_target_workers` on a local
 //! pool of 2 (no manager), timed to the active-worker count changing — the part of the
@@ -56,9 +58,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
     let rounds: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(200);
+    let task_us: u64 = match args.iter().position(|a| a == "--task-us") {
+        Some(i) => args
+            .get(i + 1)
+            .and_then(|v| v.parse().ok())
+            .filter(|&us| us > 0)
+            .ok_or("--task-us needs a positive number of microseconds")?,
+        None => 500,
+    };
     hops::install();
-    let run = across_processes(rounds)?;
-    let (base_grow, base_shrink) = in_process(rounds)?;
+    let run = across_processes(rounds, task_us)?;
+    let (base_grow, base_shrink) = in_process(rounds, task_us)?;
+    println!(
+        "probe tasks: {task_us} µs spins (rounds of join(scope of 4 spins, fib(18))){}",
+        if task_us == 500 { " [default]" } else { "" }
+    );
     print_table(rounds, &run.grow, &run.shrink, &base_grow, &base_shrink);
     println!();
     breakdown::print(&run);
@@ -90,7 +104,7 @@ struct Run {
 
 /// Latencies (µs) from A's demand change to B's workers changing, through the manager, and
 /// the hop stamps of every process.
-fn across_processes(rounds: usize) -> Result<Run, Box<dyn std::error::Error>> {
+fn across_processes(rounds: usize, task_us: u64) -> Result<Run, Box<dyn std::error::Error>> {
     let dir = std::env::temp_dir().join(format!("partita-reaction-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let socket = dir.join("m.sock");
@@ -100,9 +114,9 @@ fn across_processes(rounds: usize) -> Result<Run, Box<dyn std::error::Error>> {
     };
     let mgr = partita_manager::spawn_in_process(cfg, socket.clone())?;
 
-    let (mut a, a_rx) = spawn_probe(&socket, "A")?;
+    let (mut a, a_rx) = spawn_probe(&socket, "A", task_us)?;
     let a_pid = a.id();
-    let (mut b, b_rx) = spawn_probe(&socket, "B")?;
+    let (mut b, b_rx) = spawn_probe(&socket, "B", task_us)?;
     // Wait for the steady split 1 + 1.
     wait_for(
         &b_rx,
@@ -187,25 +201,28 @@ fn collect_hops(rx: &mpsc::Receiver<String>) -> Vec<hops::Stamp> {
 
 /// The baseline: in-process `set_target_workers` on a pool of 2, no manager, timed to the
 /// active-worker count changing: `(grow, shrink)` in µs.
-fn in_process(rounds: usize) -> Result<(Vec<f64>, Vec<f64>), Box<dyn std::error::Error>> {
+fn in_process(
+    rounds: usize,
+    task_us: u64,
+) -> Result<(Vec<f64>, Vec<f64>), Box<dyn std::error::Error>> {
     // A Manual pool never connects to a manager.
     let pool = partita_runtime::ThreadPoolBuilder::new()
         .num_threads(2)
         .process_control(partita_runtime::ProcessControl::Manual)
         .build()?;
     let busy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
-    // Two chains of 500 µs tasks, each spawning its successor: a worker reaches a safe point
-    // between two of them (a task that looped forever would never let one park).
-    fn chain(busy: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    // Two chains of `task_us` tasks, each spawning its successor: a worker reaches a safe
+    // point between two of them (a task that looped forever would never let one park).
+    fn chain(busy: std::sync::Arc<std::sync::atomic::AtomicBool>, task: Duration) {
         let t = Instant::now();
-        while t.elapsed() < Duration::from_micros(500) {}
+        while t.elapsed() < task {}
         if busy.load(std::sync::atomic::Ordering::Relaxed) {
-            partita_runtime::spawn(move || chain(busy));
+            partita_runtime::spawn(move || chain(busy, task));
         }
     }
     for _ in 0..2 {
         let busy = busy.clone();
-        pool.spawn(move || chain(busy));
+        pool.spawn(move || chain(busy, Duration::from_micros(task_us)));
     }
     let mut base_grow = Vec::new();
     let mut base_shrink = Vec::new();
@@ -257,6 +274,7 @@ fn print_table(
 fn spawn_probe(
     socket: &std::path::Path,
     name: &str,
+    task_us: u64,
 ) -> Result<(Child, mpsc::Receiver<String>), Box<dyn std::error::Error>> {
     let mut child = Command::new(std::env::current_exe()?)
         .args([
@@ -269,6 +287,8 @@ fn spawn_probe(
             "2",
             "--poll-us",
             "50",
+            "--task-us",
+            &task_us.to_string(),
         ])
         .env("PARTITA_SOCKET", socket)
         .stdin(Stdio::piped())
@@ -436,8 +456,8 @@ mod breakdown {
         "reallocator starts its round",
         "plan (under the registry lock)",
         "apply starts",
-        "B's client wakes (page write, futex)",
-        "B's client sets the target",
+        "B notices (client's futex wake or a worker's safe point)",
+        "B sets the target",
         "B's worker acts (resume / safe point)",
         "B's poll sees the count",
     ];
@@ -508,6 +528,10 @@ mod breakdown {
         rows: Vec<[f64; 9]>,
         missing: [usize; 9],
         held: usize,
+        /// Rounds whose change a worker applied at its safe point before the client woke.
+        by_worker: usize,
+        /// Rounds the manager ran on the doorbell's own thread (no reallocator wake-up).
+        inline: usize,
     }
 
     fn collect(run: &Run, grow: bool) -> Case {
@@ -518,6 +542,8 @@ mod breakdown {
             rows: Vec::new(),
             missing: [0; 9],
             held: 0,
+            by_worker: 0,
+            inline: 0,
         };
         for (i, r) in run
             .rounds
@@ -535,6 +561,16 @@ mod breakdown {
             };
             if first(&run.a, "held", r.t0, ends[0], |_| true).is_some() {
                 c.held += 1;
+            }
+            let applied = first(&run.b, "client_apply", ends[5], u64::MAX, |_| true);
+            if applied.and_then(|s| s.get("by_worker")) == Some(1) {
+                c.by_worker += 1;
+            }
+            if first(&run.manager, "round", ends[2], u64::MAX, |_| true)
+                .and_then(|s| s.get("inline"))
+                == Some(1)
+            {
+                c.inline += 1;
             }
             let mut prev = r.t0;
             let mut row = [0.0; 9];
@@ -570,9 +606,11 @@ mod breakdown {
                 "shrink (A 0->2, B 2->1)"
             };
             println!(
-                "{case}: per-hop breakdown, µs ({} rounds followed to the end, {} with A's doorbell held by the rate bound)",
+                "{case}: per-hop breakdown, µs ({} rounds followed to the end, {} with A's doorbell held by the rate bound; {} applied by a B worker at a safe point, {} run on the doorbell's thread)",
                 c.rows.len(),
-                c.held
+                c.held,
+                c.by_worker,
+                c.inline
             );
             for (k, &m) in c.missing.iter().enumerate().filter(|&(_, &m)| m > 0) {
                 println!("  {m} rounds without a stamp for: {}", HOPS[k]);

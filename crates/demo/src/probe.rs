@@ -54,12 +54,16 @@ pub struct ProbeArgs {
     /// How often the main thread looks at the pool's active workers, in microseconds.
     #[arg(long, default_value_t = 200)]
     pub poll_us: u64,
+    /// Length of each spinning task of the workload, in microseconds (a worker reaches a safe
+    /// point, where it can park, only between tasks).
+    #[arg(long, default_value_t = 500)]
+    pub task_us: u64,
 }
 
 /// Run the probe.
 ///
 /// ```no_run
-/// let args = partita_demo::probe::ProbeArgs { socket: None, name: "p".into(), pool: 2, demand: 2, partition: String::new(), seconds: 1.0, raw: false, poll_us: 200 };
+/// let args = partita_demo::probe::ProbeArgs { socket: None, name: "p".into(), pool: 2, demand: 2, partition: String::new(), seconds: 1.0, raw: false, poll_us: 200, task_us: 500 };
 /// partita_demo::probe::run(&args).unwrap();
 /// ```
 pub fn run(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -99,6 +103,7 @@ fn run_pool(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let driver = drive(
         pool.clone(),
         args.pool as usize * 2,
+        Duration::from_micros(args.task_us),
         checks.clone(),
         stop.clone(),
     );
@@ -158,13 +163,14 @@ fn run_pool(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// The workload, and at the same time the "no task lost" check: rounds of short spinning
-/// tasks (`tasks`, 2 per worker, so demand is the whole pool) joined with a recursive
+/// tasks (`tasks`, 2 per worker, so demand is the whole pool, each spinning for `task`) joined with a recursive
 /// computation checked against its known value, again and again through every change of
 /// target. A lost task would hang the round; a task run twice would change the value.
 /// `checks.0` counts correct rounds, `checks.1` wrong ones.
 fn drive(
     pool: Arc<partita_runtime::ThreadPool>,
     tasks: usize,
+    task: Duration,
     checks: Arc<(AtomicU64, AtomicU64)>,
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<()> {
@@ -175,7 +181,7 @@ fn drive(
                     || {
                         partita_runtime::scope(|s| {
                             for _ in 0..tasks {
-                                s.spawn(|_| spin_for(Duration::from_micros(500)));
+                                s.spawn(move |_| spin_for(task));
                             }
                         })
                     },

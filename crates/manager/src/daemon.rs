@@ -65,13 +65,33 @@ impl Shared {
         self.doorbell.ring()
     }
 
+    /// An application's doorbell: run the reallocation on this thread at once when the
+    /// doorbell lets it ([`Doorbell::ring_or_claim`]) and the enforcer is free, otherwise
+    /// leave it to the reallocator thread. Never waits for a lock held by a round or a
+    /// `partita run` confinement.
+    pub(crate) fn ring_now(&self) {
+        let Some(claim) = self.doorbell.ring_or_claim() else {
+            return;
+        };
+        match self.enforcer.try_lock() {
+            Ok(enforcer) => self.round(enforcer, true),
+            Err(std::sync::TryLockError::Poisoned(p)) => self.round(p.into_inner(), true),
+            Err(std::sync::TryLockError::WouldBlock) => return claim.hand_over(),
+        }
+        drop(claim);
+    }
+
     /// One reallocation: plan under the registry's lock, apply outside it.
     fn reallocate_once(&self) {
-        realloc::hop!("round");
+        self.round(self.enforcer(), false);
+    }
+
+    /// A reallocation with the enforcer's lock taken (`inline`: on the doorbell's thread).
+    fn round(&self, mut enforcer: MutexGuard<'_, Enforcer>, inline: bool) {
+        realloc::hop!("round", inline = u64::from(inline));
         // The enforcer's lock is held from before planning until the batch is applied, so a
         // status snapshot (taken under it too) never shows an allocation whose affinities
         // and cgroups are still being changed.
-        let mut enforcer = self.enforcer();
         let batch = self.lock().plan();
         realloc::hop!("planned");
         realloc::apply(batch, &mut enforcer);
@@ -672,7 +692,7 @@ async fn follow(shared: &Shared, stream: &mut UnixStream, proc: &ProcRef, uid: u
                 Ok(None) | Ok(Some(ClientMessage::Goodbye)) => return,
                 Ok(Some(ClientMessage::DemandChanged)) => {
                     realloc::hop!("doorbell", pid = who.0);
-                    shared.ring();
+                    shared.ring_now();
                 }
                 Ok(Some(_)) => {
                     let msg = "unexpected message after registration".to_string();

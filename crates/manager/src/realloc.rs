@@ -21,11 +21,15 @@
 //!
 //! Growth and revocation stay immediate: a ring while no round is in flight starts one at
 //! once, and a ring during a round is served right after it, with the demands of that
-//! moment.
+//! moment. An application's doorbell, when rounds have been rare and short lately, runs its
+//! round on the connection's own thread instead of waking the reallocator thread
+//! ([`Doorbell::ring_or_claim`]): on a machine whose CPUs are all busy, that wake-up alone
+//! can take hundreds of microseconds. The claim keeps "one round in flight".
 //!
-//! Why a page has a single writer: only the reallocator thread publishes, and it applies
-//! batches in the order it planned them, so a page's seqlock never sees two writers and a
-//! departed process's affinity is restored after (never before) any batch that changed it.
+//! Why a page has a single writer: only the round in flight publishes (on the reallocator
+//! thread or a claimant's), rounds never overlap, and each applies the batch it planned, in
+//! the order they ran, so a page's seqlock never sees two writers and a departed process's
+//! affinity is restored after (never before) any batch that changed it.
 
 use crate::alloc::{self, AllocInput, AllocOutput, AppId, History, MemberId};
 use crate::enforce::Enforcer;
@@ -33,6 +37,7 @@ use crate::proc_ref::ProcRef;
 use partita_protocol::page::PageMap;
 use partita_protocol::CpuSet;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 /// Stamp one hop of a reaction (see partita-runtime's `control::hop`): a `trace` event of
 /// target `partita::hop` with `CLOCK_MONOTONIC` ns; free unless a subscriber enables it.
@@ -263,6 +268,9 @@ pub(crate) fn revocations_first(changes: &[(u32, u32)]) -> Vec<usize> {
 }
 
 /// Coalescing doorbell: any number of rings while a round is in flight make one more round.
+///
+/// A round runs on the reallocator thread, or on the thread that rang when it may run it at
+/// once ([`Doorbell::ring_or_claim`]); either way at most one is in flight.
 #[derive(Debug, Default)]
 pub(crate) struct Doorbell {
     state: Mutex<Bell>,
@@ -278,6 +286,53 @@ struct Bell {
     /// Rounds run.
     rounds: u64,
     stop: bool,
+    /// A round is running (on the reallocator thread or on a thread that claimed it).
+    in_flight: bool,
+    /// When the round in flight started.
+    started: Option<Instant>,
+    /// When the last round finished and how long it took.
+    last: Option<(Instant, Duration)>,
+}
+
+/// A caller may run a round itself only if the last one finished at least this long ago
+/// (rings are rare: a storm of them is coalesced by the reallocator thread instead)…
+pub(crate) const CLAIM_QUIET: Duration = Duration::from_millis(1);
+/// …and took at most this long (a large registry's round stays off the caller's thread).
+pub(crate) const CLAIM_MAX_ROUND: Duration = Duration::from_micros(300);
+
+/// Whether a ringer may run the round itself at `now`, given when the last round finished
+/// and how long it took (`None`: no round yet).
+pub(crate) fn may_claim(last: Option<(Instant, Duration)>, now: Instant) -> bool {
+    last.is_none_or(|(end, took)| {
+        now.saturating_duration_since(end) >= CLAIM_QUIET && took <= CLAIM_MAX_ROUND
+    })
+}
+
+/// A round claimed by [`Doorbell::ring_or_claim`]'s caller: run it, then drop the claim,
+/// which records the round as finished (also if the round panicked), or give it back to the
+/// reallocator thread with [`Claim::hand_over`].
+#[derive(Debug)]
+pub(crate) struct Claim<'a> {
+    bell: &'a Doorbell,
+    covered: u64,
+}
+
+impl Claim<'_> {
+    /// The caller cannot run the round now: the reallocator thread runs it.
+    pub(crate) fn hand_over(self) {
+        let mut b = self.bell.bell();
+        b.in_flight = false;
+        b.started = None;
+        self.bell.changed.notify_all();
+        drop(b);
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.bell.finished(self.covered);
+    }
 }
 
 impl Doorbell {
@@ -293,6 +348,26 @@ impl Doorbell {
         b.requested += 1;
         self.changed.notify_all();
         b.requested
+    }
+
+    /// Ring; when no round is in flight and rounds have been rare and short lately
+    /// ([`CLAIM_QUIET`], [`CLAIM_MAX_ROUND`]), claim the round that serves this ring instead
+    /// of waking the reallocator thread: the caller runs it now. Rings that arrive meanwhile
+    /// wait for it and are merged into the next round, as with the thread.
+    pub(crate) fn ring_or_claim(&self) -> Option<Claim<'_>> {
+        let mut b = self.bell();
+        b.requested += 1;
+        let now = Instant::now();
+        if !b.in_flight && !b.stop && may_claim(b.last, now) {
+            b.in_flight = true;
+            b.started = Some(now);
+            return Some(Claim {
+                bell: self,
+                covered: b.requested,
+            });
+        }
+        self.changed.notify_all();
+        None
     }
 
     /// Block until a round that started after ring `n` has finished (or the bell stopped).
@@ -320,26 +395,37 @@ impl Doorbell {
         self.changed.notify_all();
     }
 
-    /// The reallocator's side: wait for unserved rings; the ring number a round started
-    /// now covers, or `None` when stopped.
+    /// The reallocator's side: wait for unserved rings and no round in flight; the ring
+    /// number a round started now covers, or `None` when stopped.
     fn next(&self) -> Option<u64> {
         let mut b = self.bell();
-        while b.requested == b.served && !b.stop {
+        while (b.requested == b.served || b.in_flight) && !b.stop {
             b = self.changed.wait(b).unwrap_or_else(|p| p.into_inner());
         }
-        (!b.stop).then_some(b.requested)
+        if b.stop {
+            return None;
+        }
+        b.in_flight = true;
+        b.started = Some(Instant::now());
+        Some(b.requested)
     }
 
     fn finished(&self, covered: u64) {
         let mut b = self.bell();
-        b.served = covered;
+        b.served = b.served.max(covered);
         b.rounds += 1;
+        b.in_flight = false;
+        let now = Instant::now();
+        b.last = b
+            .started
+            .take()
+            .map(|s| (now, now.saturating_duration_since(s)));
         self.changed.notify_all();
     }
 }
 
 /// The time slice the manager's reacting threads ask for (see [`react_quickly`]).
-const REACT_SLICE: std::time::Duration = std::time::Duration::from_micros(100);
+const REACT_SLICE: Duration = Duration::from_micros(100);
 
 /// Let the calling thread preempt CPU-bound threads as soon as it is woken (a short EEVDF
 /// slice; no extra CPU share): the doorbell handlers and the reallocator sleep almost always,

@@ -27,7 +27,7 @@ use std::time::Instant;
 
 use partita_queues::XorShift64;
 
-use crate::control::BusyClock;
+use crate::control::{BusyClock, Follower};
 use crate::deque::{Steal, Stealer, Worker};
 use crate::job::{JobFifo, JobRef};
 use crate::latch::{AsCoreLatch, CoreLatch, Latch};
@@ -85,6 +85,8 @@ pub(crate) struct WorkerThread {
     pub(crate) cpus_epoch: Cell<u64>,
     /// This worker's producer and consumer side of the ready queues.
     pub(crate) queues: WorkerQueues,
+    /// The manager's page as this worker follows it at safe points (`control/follow.rs`).
+    pub(crate) follow: Follower,
 }
 
 thread_local! {
@@ -113,6 +115,7 @@ impl From<WorkerSeed> for WorkerThread {
             queues: seed.registry.ready.worker(seed.index),
             registry: seed.registry,
             cpus_epoch: Cell::new(0),
+            follow: Follower::default(),
         }
     }
 }
@@ -430,6 +433,7 @@ pub(crate) fn main_loop(seed: WorkerSeed) {
             break;
         }
         // Safe point: between two tasks, nothing of ours is in flight.
+        wt.follow_manager();
         wt.maybe_repin();
         if wt.should_suspend() {
             wt.suspend();

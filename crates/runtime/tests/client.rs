@@ -318,3 +318,64 @@ fn a_loop_of_short_scopes_reports_a_steady_demand() {
     drop(listener);
     let _ = Write::flush(&mut std::io::stdout());
 }
+
+/// Publish `target` into the page as the manager does (seqlock write), but without bumping the
+/// futex word or waking anyone: the client thread sleeps on, so only a worker that looks at
+/// the page at a safe point can notice.
+fn publish_without_waking(page: &PageMap, target: u32) {
+    let m = &page.manager;
+    let e = m.epoch.load(Ordering::Relaxed);
+    m.epoch.store(e + 1, Ordering::Relaxed);
+    std::sync::atomic::fence(Ordering::Release);
+    m.target.store(target, Ordering::Relaxed);
+    m.epoch.store(e + 2, Ordering::Release);
+}
+
+/// Keep the pool's workers busy with chains of short tasks (each spawns its successor), so
+/// that they pass safe points, until `stop`.
+fn busy_chains(pool: &ThreadPool, chains: usize, stop: &Arc<AtomicBool>) {
+    fn link(stop: Arc<AtomicBool>) {
+        spin(Duration::from_micros(50));
+        if !stop.load(Ordering::Relaxed) {
+            partita_runtime::spawn(move || link(stop));
+        }
+    }
+    for _ in 0..chains {
+        let stop = stop.clone();
+        pool.spawn(move || link(stop));
+    }
+}
+
+#[test]
+fn workers_follow_the_page_at_safe_points_without_the_client_thread() {
+    let _env = env_lock();
+    let path = socket_path("follow");
+    let listener = UnixListener::bind(&path).unwrap();
+    // A 60 s tick: the client thread wakes only for the page's futex, which this test never
+    // wakes after the welcome.
+    let pool = pool_for(&path, 2, Some(60_000_000));
+    let mut s = accept(&listener);
+    read_hello(&mut s);
+    let page = welcome(&s, 5, 2);
+    // The session's first tick: the client has applied the page (target 2) and reported.
+    assert!(rings_until(&mut s, &page, |_| true) >= 1);
+    let stop = Arc::new(AtomicBool::new(false));
+    busy_chains(&pool, 2, &stop);
+    // Let the client thread go back to its (60 s) wait.
+    std::thread::sleep(Duration::from_millis(20));
+    // Shrink: the worker above the new target parks at its next safe point.
+    publish_without_waking(&page, 1);
+    wait_until("a worker to apply target 1 from its safe point", || {
+        pool.target_workers() == 1 && pool.active_workers() == 1
+    });
+    // Grow: the running worker applies it and resumes the other.
+    publish_without_waking(&page, 2);
+    wait_until("a worker to apply target 2 from its safe point", || {
+        pool.target_workers() == 2 && pool.active_workers() == 2
+    });
+    // The page's futex word never moved: the client thread was not woken for either change.
+    assert_eq!(page.manager.wake.load(Ordering::Relaxed), 0);
+    stop.store(true, Ordering::Relaxed);
+    // As above: dropping the pool would wait for the client's 60 s tick.
+    std::mem::forget(pool);
+}

@@ -260,3 +260,84 @@ proptest! {
         prop_assert!(order[first_other..].iter().all(|&i| !lowered(i)));
     }
 }
+
+/// A ring while no round is in flight and rounds have been rare is claimed by the ringer (the
+/// reallocator thread does not run it); rings during the claimed round wait for it and are
+/// merged into exactly one round of the thread. (When a ringer may claim: the next test.)
+#[test]
+fn a_claimed_round_excludes_the_thread_and_later_rings_coalesce() {
+    let bell = Arc::new(Doorbell::default());
+    let thread_rounds = Arc::new(AtomicU64::new(0));
+    let worker = {
+        let r = thread_rounds.clone();
+        spawn(bell.clone(), move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap()
+    };
+    let claim = bell
+        .ring_or_claim()
+        .expect("a quiet bell lets the ringer run the round");
+    // While it is in flight, no other claim, and the thread does not start a round.
+    let mut last = 0;
+    for _ in 0..10_000 {
+        assert!(bell.ring_or_claim().is_none(), "two rounds in flight");
+        last = bell.ring();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(
+        thread_rounds.load(Ordering::SeqCst),
+        0,
+        "overlapping rounds"
+    );
+    drop(claim);
+    // The thread serves the 2 × 10^4 rings in one round.
+    bell.wait_served(last);
+    assert_eq!(thread_rounds.load(Ordering::SeqCst), 1);
+    assert_eq!(bell.rounds(), 2);
+    bell.stop();
+    worker.join().unwrap();
+}
+
+/// A claimant that cannot run its round hands it to the thread, which serves the ring.
+#[test]
+fn a_handed_over_claim_is_served_by_the_thread() {
+    let bell = Arc::new(Doorbell::default());
+    let thread_rounds = Arc::new(AtomicU64::new(0));
+    let worker = {
+        let r = thread_rounds.clone();
+        spawn(bell.clone(), move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap()
+    };
+    let claim = bell
+        .ring_or_claim()
+        .expect("a quiet bell lets the ringer run the round");
+    claim.hand_over();
+    bell.wait_served(1);
+    assert_eq!(thread_rounds.load(Ordering::SeqCst), 1);
+    bell.stop();
+    worker.join().unwrap();
+}
+
+/// Only a ring after a quiet spell following a short round may be claimed: a storm of rings
+/// (rounds back to back) and a large registry's rounds stay on the reallocator thread.
+#[test]
+fn claims_only_after_a_quiet_spell_and_a_short_round() {
+    use std::time::{Duration, Instant};
+    let end = Instant::now();
+    let short = CLAIM_MAX_ROUND;
+    assert!(may_claim(None, end), "the first round");
+    assert!(may_claim(Some((end, short)), end + CLAIM_QUIET));
+    assert!(!may_claim(
+        Some((end, short)),
+        end + CLAIM_QUIET - Duration::from_nanos(1)
+    ));
+    assert!(!may_claim(Some((end, short)), end), "right after a round");
+    let long = CLAIM_MAX_ROUND + Duration::from_nanos(1);
+    assert!(
+        !may_claim(Some((end, long)), end + CLAIM_QUIET * 100),
+        "a long round"
+    );
+}

@@ -43,7 +43,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use crate::control::Doorbell;
+use crate::control::{Doorbell, Watch};
 
 /// What the manager client may do to a pool.
 pub(crate) trait Controlled: Send + Sync + 'static {
@@ -70,6 +70,9 @@ pub(crate) trait Controlled: Send + Sync + 'static {
     fn idle_ns(&self) -> u64;
     /// Hand the pool the live session's doorbell (`None` when the session ends).
     fn set_doorbell(&self, bell: Option<Arc<dyn Doorbell>>);
+    /// Hand the pool the live session's page watch, through which workers apply a new
+    /// allocation at their safe points (`control/follow.rs`; `None` when the session ends).
+    fn set_watch(&self, watch: Option<Arc<dyn Watch>>);
 }
 
 /// Keeps the client connected; dropping it disconnects (sends a goodbye) and stops the thread.

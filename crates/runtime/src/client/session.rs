@@ -2,13 +2,14 @@
 
 use super::register::Connection;
 use super::Controlled;
-use crate::control::Doorbell;
+use crate::control::{Doorbell, Watch};
 use partita_protocol::page::{monotonic_ns, PageMap};
 use partita_protocol::wire::{frame_len, ClientMessage, ManagerMessage, MAX_MANAGER_FRAME};
+use partita_protocol::CpuSet;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
 use std::time::{Duration, Instant};
 
 /// How a session ended.
@@ -28,9 +29,11 @@ const IDLE_AFTER: Duration = Duration::from_millis(100);
 /// once and rung by the next tick.
 const MIN_RING_NS: u64 = 200_000;
 
-/// The session's connection, shared with the pool's events: the page's demand word and the
-/// doorbell. Whoever publishes (the client's tick or a pool event) stores the demand in the
-/// page, then rings if the value differs from the last one rung and the rate bound allows.
+/// The session's connection, shared with the pool: the page's demand word and the doorbell,
+/// and the page's allocation. Whoever publishes (the client's tick or a pool event) stores
+/// the demand in the page, then rings if the value differs from the last one rung and the
+/// rate bound allows. Whoever notices a new allocation (the client thread woken by the
+/// manager, or a worker at a safe point: `control/follow.rs`) applies it under `applied`.
 pub(crate) struct Bell {
     stream: UnixStream,
     page: PageMap,
@@ -42,10 +45,28 @@ pub(crate) struct Bell {
     base: Instant,
     /// A ring failed with an error other than a full buffer: the session ends at its tick.
     broken: AtomicBool,
+    /// The pool the allocation is applied to.
+    pool: Weak<dyn Controlled>,
+    /// What the pool last took from the page. The client thread locks it; workers only
+    /// `try_lock` it (a safe point never blocks).
+    applied: Mutex<Applied>,
+}
+
+/// The allocation in force in the pool, as far as this session is concerned.
+#[derive(Default)]
+struct Applied {
+    /// The page epoch last applied (`None`: nothing yet).
+    epoch: Option<u64>,
+    cpus: CpuSet,
+    /// The zero quantum's end had passed when it was applied.
+    expired: bool,
+    /// The session is over: nothing more is applied (the client reverts the pool to
+    /// standalone right after).
+    closed: bool,
 }
 
 impl Bell {
-    fn new(conn: Connection) -> Bell {
+    fn new(conn: Connection, pool: Weak<dyn Controlled>) -> Bell {
         Bell {
             stream: conn.stream,
             page: conn.page,
@@ -54,7 +75,56 @@ impl Bell {
             last_ring_ns: AtomicU64::new(0),
             base: Instant::now(),
             broken: AtomicBool::new(false),
+            pool,
+            applied: Mutex::new(Applied::default()),
         }
+    }
+
+    fn applied(&self) -> MutexGuard<'_, Applied> {
+        // Every update of `Applied` is a few plain assignments after the pool calls: a panic
+        // in between leaves a state that is at worst re-applied.
+        self.applied.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Apply the page's allocation to `p` if it changed since it was last applied, or a zero
+    /// quantum expired (`now`: the time the caller noticed, monotonic ns). The page is read
+    /// under `applied`'s lock, so whoever applies last applies the newest allocation.
+    fn apply(&self, p: &dyn Controlled, applied: &mut Applied, now: u64, by_worker: bool) {
+        if applied.closed {
+            return;
+        }
+        let page = &self.page;
+        let a = page.manager.read();
+        // A zero quantum whose end passed with no update from the manager: resume on our own
+        // (a hung manager cannot starve us); the next update applies as usual.
+        let expired = zero_quantum_expired(
+            a.target,
+            page.manager.quantum_end.load(Ordering::Acquire),
+            now,
+        );
+        if applied.epoch == Some(a.epoch) && expired == applied.expired {
+            return;
+        }
+        let target = if expired {
+            p.pool_size()
+        } else {
+            a.target as usize
+        };
+        if !a.partition_only && p.target_workers() != target {
+            crate::control::hop!(
+                "client_apply",
+                target = target,
+                woke = now,
+                by_worker = u64::from(by_worker)
+            );
+            p.set_target_workers(target);
+        }
+        if !a.cpus.is_empty() && a.cpus != applied.cpus {
+            p.set_cpus(Some(a.cpus.to_vec()));
+            applied.cpus = a.cpus;
+        }
+        applied.epoch = Some(a.epoch);
+        applied.expired = expired;
     }
 
     /// Publish `demand`; a socket error other than a full buffer is returned.
@@ -101,13 +171,39 @@ impl Doorbell for Bell {
     }
 }
 
-/// Takes the doorbell back from the pool when the session ends, however it ends.
-struct Lend<'a>(&'a Weak<dyn Controlled>);
+impl Watch for Bell {
+    fn word(&self) -> &AtomicU64 {
+        &self.page.manager.epoch
+    }
+
+    /// A worker at a safe point saw the epoch move.
+    fn catch_up(&self) -> bool {
+        let mut applied = match self.applied.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return false,
+        };
+        // The worker's own registry keeps the pool alive: the upgrade fails only while the
+        // pool is being torn down, when there is nothing left to apply.
+        if let Some(p) = self.pool.upgrade() {
+            self.apply(&*p, &mut applied, monotonic_ns(), true);
+        }
+        true
+    }
+}
+
+/// Takes the doorbell and the watch back from the pool when the session ends, however it
+/// ends; from then on nothing of this session's page is applied. The socket is shut down
+/// here: a worker may hold the session (its watch) until its next safe point.
+struct Lend<'a>(&'a Weak<dyn Controlled>, &'a Bell);
 
 impl Drop for Lend<'_> {
     fn drop(&mut self) {
+        self.1.applied().closed = true;
+        let _ = self.1.stream.shutdown(std::net::Shutdown::Both);
         if let Some(p) = self.0.upgrade() {
             p.set_doorbell(None);
+            p.set_watch(None);
         }
     }
 }
@@ -118,16 +214,16 @@ pub(crate) fn run(
     stop: &AtomicBool,
     busy_tick: Duration,
 ) -> End {
-    let bell = Arc::new(Bell::new(conn));
-    let _lend = Lend(pool);
+    let bell = Arc::new(Bell::new(conn, pool.clone()));
+    let _lend = Lend(pool, &bell);
     match pool.upgrade() {
-        Some(p) => p.set_doorbell(Some(bell.clone() as Arc<dyn Doorbell>)),
+        Some(p) => {
+            p.set_doorbell(Some(bell.clone() as Arc<dyn Doorbell>));
+            p.set_watch(Some(bell.clone() as Arc<dyn Watch>));
+        }
         None => return End::PoolGone,
     }
     let page = &bell.page;
-    let mut applied_epoch: Option<u64> = None;
-    let mut applied_cpus = partita_protocol::CpuSet::new();
-    let mut applied_expired = false;
     let mut last_busy = Instant::now();
     loop {
         if stop.load(Ordering::Acquire) {
@@ -138,32 +234,7 @@ pub(crate) fn run(
             return End::PoolGone;
         };
         let seen_wake = page.manager.wake.load(Ordering::Acquire);
-        let woke = monotonic_ns();
-        let a = page.manager.read();
-        // A zero quantum whose end passed with no update from the manager: resume on our own
-        // (a hung manager cannot starve us); the next update applies as usual.
-        let expired = zero_quantum_expired(
-            a.target,
-            page.manager.quantum_end.load(Ordering::Acquire),
-            woke,
-        );
-        if applied_epoch != Some(a.epoch) || expired != applied_expired {
-            let target = if expired {
-                p.pool_size()
-            } else {
-                a.target as usize
-            };
-            if !a.partition_only && p.target_workers() != target {
-                crate::control::hop!("client_apply", target = target, woke = woke);
-                p.set_target_workers(target);
-            }
-            if !a.cpus.is_empty() && a.cpus != applied_cpus {
-                p.set_cpus(Some(a.cpus.to_vec()));
-                applied_cpus = a.cpus;
-            }
-            applied_epoch = Some(a.epoch);
-            applied_expired = expired;
-        }
+        bell.apply(&*p, &mut bell.applied(), monotonic_ns(), false);
         // Samples the pool and publishes the demand through the doorbell (see `Bell`).
         let demand = p.demand();
         let side = &page.app;

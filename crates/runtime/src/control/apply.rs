@@ -36,6 +36,8 @@ pub(crate) struct Control {
     pub(crate) need: Mutex<Need>,
     /// The demand estimate and the manager's doorbell (`report.rs`).
     pub(crate) report: Reporting,
+    /// The live manager session's page, which workers follow at safe points (`follow.rs`).
+    pub(crate) watch: super::follow::WatchSlot,
 }
 
 impl Control {
@@ -51,6 +53,7 @@ impl Control {
             allowed: crate::affinity::allowed_cpus(),
             need: Mutex::new(Need::Unlimited),
             report: Reporting::default(),
+            watch: Default::default(),
         }
     }
 }
@@ -158,6 +161,9 @@ impl Controlled for Registry {
     }
     fn set_doorbell(&self, bell: Option<std::sync::Arc<dyn Doorbell>>) {
         Registry::set_doorbell(self, bell);
+    }
+    fn set_watch(&self, watch: Option<std::sync::Arc<dyn control::Watch>>) {
+        Registry::set_watch(self, watch);
     }
 }
 

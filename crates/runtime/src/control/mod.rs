@@ -37,9 +37,11 @@ pub(crate) fn monotonic_ns() -> u64 {
 
 mod apply;
 pub(crate) mod demand;
+mod follow;
 mod report;
 
 pub(crate) use apply::Control;
+pub(crate) use follow::{Follower, Watch};
 pub(crate) use report::BusyClock;
 #[cfg(not(loom))]
 pub(crate) use report::Doorbell;
