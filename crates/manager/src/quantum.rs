@@ -1,6 +1,8 @@
 //! Plumbing of the bandwidth policy: once per quantum read the counters, run the pure schedule
 //! ([`crate::alloc::quantum`]) for every partition whose policy is `bandwidth`, and remember
-//! which applications are parked (zero quantum) until the next quantum. The registry zeroes a
+//! which applications are parked (zero quantum) until the next quantum, or until a running one
+//! leaves or goes idle: before every reallocation, CPUs freed mid-quantum go to parked ones at
+//! once ([`Bandwidth::top_up`]), so the policy is work-conserving. The registry zeroes a
 //! parked application's demand before allocating, so the selected ones share the partition's
 //! CPUs; the page's `quantum_end` tells a parked client when to resume on its own should the
 //! manager stop updating it.
