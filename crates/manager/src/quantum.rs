@@ -46,7 +46,7 @@ pub(crate) struct Bandwidth {
     rates: BTreeMap<AppId, f64>,
     quantum_end_ns: u64,
     quanta: u64,
-    /// Applications unparked between quanta by [`Bandwidth::top_up`] (for tests and status).
+    /// Applications unparked between quanta by [`Bandwidth::top_up`] (shown by status).
     top_ups: u64,
 }
 
@@ -270,6 +270,7 @@ impl Bandwidth {
         if let Some(d) = self.degraded() {
             line += &format!("; {d}");
         }
+        line += &format!("; quanta {}, top-ups {}", self.quanta, self.top_ups);
         Some((chain.source().to_string(), chain.skipped().to_vec(), line))
     }
 
