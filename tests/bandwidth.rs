@@ -1,6 +1,7 @@
 //! The bandwidth policy end to end: `partita serve` with a bandwidth partition, two probe
 //! applications whose gangs cannot run together, time-sliced quantum by quantum; a parked
-//! application resumes on its own when the manager stops updating it (quantum_end).
+//! application resumes on its own when the manager stops updating it (quantum_end); a CPU
+//! freed mid-quantum goes to a waiting application at once.
 
 mod support;
 
@@ -82,6 +83,83 @@ fn gangs_alternate_and_a_parked_app_outlives_a_stopped_manager() {
         a.line_count() - na,
         b.line_count() - nb
     );
+    manager.kill();
+}
+
+/// The quantum count in the partition's status line (`…; quanta N, top-ups M`).
+fn quanta(socket: &std::path::Path) -> (u64, u64) {
+    let s = partita_manager::query_status(socket).unwrap();
+    let line = s.partition("default").unwrap().bandwidth.clone();
+    let n = |key: &str| -> u64 {
+        line.split(key)
+            .nth(1)
+            .and_then(|r| r.trim().split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|d| d.parse().ok())
+            .unwrap_or_else(|| panic!("no {key:?} in {line:?}"))
+    };
+    (n("quanta "), n("top-ups "))
+}
+
+/// Work conservation, counted: one more single-worker application than CPUs, so one waits
+/// with a zero quantum; when a running one exits, the waiting one is unparked by the
+/// reallocation its departure triggers, within the same quantum (the quantum count has not
+/// moved; the quantum is 5 s), not at the quantum's end.
+#[test]
+fn a_departure_hands_its_cpu_to_a_waiting_app_within_the_quantum() {
+    let _g = serial();
+    let dir = TempDir::new("bw-topup");
+    let (mut manager, socket) = serve(
+        &dir,
+        &CONFIG.replace("quantum_ms = 100", "quantum_ms = 5000"),
+    );
+    let cpus = partita_manager::query_status(&socket).unwrap().cpus_managed as u32;
+    let mut probes: Vec<(String, Proc)> = (0..=cpus)
+        .map(|i| {
+            let name = format!("bw-w{i}");
+            let p = probe(&socket, &name, 1, 1);
+            (name, p)
+        })
+        .collect();
+    // The first quantum with everyone registered parks exactly one.
+    let one_waits = wait_until(Duration::from_secs(20), || {
+        let s = partita_manager::query_status(&socket).unwrap();
+        s.applications.len() == cpus as usize + 1
+            && s.applications.iter().filter(|a| a.parked).count() == 1
+    });
+    assert!(one_waits, "one application waits");
+    let (q, top_ups) = quanta(&socket);
+    let s = partita_manager::query_status(&socket).unwrap();
+    let waiting = s
+        .applications
+        .iter()
+        .find(|a| a.parked)
+        .unwrap()
+        .name
+        .clone();
+    let running = s
+        .applications
+        .iter()
+        .find(|a| !a.parked)
+        .unwrap()
+        .name
+        .clone();
+    probes
+        .iter_mut()
+        .find(|(n, _)| *n == running)
+        .unwrap()
+        .1
+        .kill();
+    let handed = wait_until(Duration::from_secs(20), || {
+        let s = partita_manager::query_status(&socket).unwrap();
+        s.applications.len() == cpus as usize
+            && s.applications
+                .iter()
+                .any(|a| a.name == waiting && !a.parked && a.target == 1)
+    });
+    assert!(handed, "{waiting} runs after {running} left");
+    let (q2, top_ups2) = quanta(&socket);
+    assert_eq!(q2, q, "unparked within the quantum in which {running} left");
+    assert_eq!(top_ups2, top_ups + 1);
     manager.kill();
 }
 

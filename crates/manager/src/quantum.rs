@@ -1,6 +1,8 @@
 //! Plumbing of the bandwidth policy: once per quantum read the counters, run the pure schedule
 //! ([`crate::alloc::quantum`]) for every partition whose policy is `bandwidth`, and remember
-//! which applications are parked (zero quantum) until the next quantum. The registry zeroes a
+//! which applications are parked (zero quantum) until the next quantum, or until a running one
+//! leaves or goes idle: before every reallocation, CPUs freed mid-quantum go to parked ones at
+//! once ([`Bandwidth::top_up`]), so the policy is work-conserving. The registry zeroes a
 //! parked application's demand before allocating, so the selected ones share the partition's
 //! CPUs; the page's `quantum_end` tells a parked client when to resume on its own should the
 //! manager stop updating it.
@@ -44,6 +46,8 @@ pub(crate) struct Bandwidth {
     rates: BTreeMap<AppId, f64>,
     quantum_end_ns: u64,
     quanta: u64,
+    /// Applications unparked between quanta by [`Bandwidth::top_up`] (shown by status).
+    top_ups: u64,
 }
 
 /// Slack added to `quantum_end` so a manager tick that is a little late does not make parked
@@ -74,6 +78,7 @@ impl Bandwidth {
             rates: BTreeMap::new(),
             quantum_end_ns: 0,
             quanta: 0,
+            top_ups: 0,
         }
     }
 
@@ -185,6 +190,62 @@ impl Bandwidth {
         changed
     }
 
+    /// Whether some application is parked (only then can [`Bandwidth::top_up`] change
+    /// anything).
+    pub fn any_parked(&self) -> bool {
+        !self.parked.is_empty()
+    }
+
+    /// Work conservation between quanta: when running applications of a bandwidth partition
+    /// left or went idle, unpark the applications the selection elects for the CPUs they freed
+    /// (as an arrival runs at once, a departure must not leave its CPUs idle until the
+    /// quantum ends). The unparked ones bring no sample at the next quantum (they ran part of
+    /// it) and keep their place in the list. Returns whether anyone was unparked.
+    pub fn top_up(&mut self, apps: &[TickApp], cpus: &[u32]) -> bool {
+        let capacity = match (&self.capacity, self.degraded()) {
+            (Capacity::Known(c, _), None) => *c,
+            _ => return false,
+        };
+        if self.parked.is_empty() {
+            return false;
+        }
+        let mut unparked = Vec::new();
+        for &k in &self.partitions {
+            let Some(state) = self.states.get(&k) else {
+                continue;
+            };
+            let members: Vec<QuantumApp> = apps
+                .iter()
+                .filter(|a| a.partition == k)
+                .map(|a| QuantumApp {
+                    id: a.id,
+                    threads: a.demand,
+                    sample: None,
+                })
+                .collect();
+            if !members.iter().any(|a| self.parked.contains(&a.id)) {
+                continue;
+            }
+            let running: Vec<AppId> = members
+                .iter()
+                .filter(|a| a.threads > 0 && !self.parked.contains(&a.id))
+                .map(|a| a.id)
+                .collect();
+            let p = QuantumParams {
+                cpus: cpus.get(k).copied().unwrap_or(1).max(1),
+                capacity,
+                variant: self.config.variant,
+                window: self.config.window,
+            };
+            unparked.extend(quantum::top_up(state, &p, &members, &running));
+        }
+        for id in &unparked {
+            self.parked.remove(id);
+        }
+        self.top_ups += unparked.len() as u64;
+        !unparked.is_empty()
+    }
+
     /// For `partita status`: the counter source of partition `k` (`None`: not a bandwidth
     /// partition), the skipped sources, and a one-line description of the policy's state.
     pub fn partition_status(&self, k: usize) -> Option<(String, Vec<Skipped>, String)> {
@@ -209,6 +270,7 @@ impl Bandwidth {
         if let Some(d) = self.degraded() {
             line += &format!("; {d}");
         }
+        line += &format!("; quanta {}, top-ups {}", self.quanta, self.top_ups);
         Some((chain.source().to_string(), chain.skipped().to_vec(), line))
     }
 
@@ -279,6 +341,65 @@ mod tests {
             assert_eq!(b.demand(running[0], 2), 2);
         }
         assert_eq!(seen.len(), 3, "everyone ran within 3 quanta");
+    }
+
+    fn one(id: AppId, demand: u32) -> TickApp {
+        TickApp {
+            demand,
+            ..app(id, 0)
+        }
+    }
+
+    /// Work conservation: a CPU freed by a departing application goes to a waiting one in the
+    /// very next reallocation (one `top_up`), not at the quantum's end (no `tick` between).
+    #[test]
+    fn a_departure_unparks_a_waiting_app_within_one_reallocation() {
+        let c = config(Some(10.0), &["self-report"]);
+        let mut b = Bandwidth::new(&c, &c.partition_list());
+        let apps = [one(1, 1), one(2, 1), one(3, 1)];
+        b.tick(&apps, &[0, 2], 0);
+        let waiting: Vec<AppId> = b.parked.iter().copied().collect();
+        assert_eq!(waiting.len(), 1, "2 CPUs, 3 single-thread apps: one waits");
+        assert_eq!(b.demand(waiting[0], 1), 0);
+        // Nothing freed: the top-up changes nothing.
+        assert!(!b.top_up(&apps, &[0, 2]));
+        // A running one leaves.
+        let gone = (1..=3).find(|id| !waiting.contains(id)).unwrap();
+        let left: Vec<TickApp> = apps.iter().copied().filter(|a| a.id != gone).collect();
+        assert!(b.top_up(&left, &[0, 2]));
+        assert!(b.parked.is_empty());
+        assert_eq!(b.demand(waiting[0], 1), 1);
+        assert_eq!(b.quantum_end(waiting[0]), 0, "no zero quantum left to end");
+        assert_eq!((b.quanta, b.top_ups), (1, 1), "within the same quantum");
+        // It ran part of the quantum only: no sample from it at the next quantum.
+        b.tick(&left, &[0, 2], 200_000_000);
+        assert!(b.parked.is_empty(), "2 apps, 2 CPUs: both run");
+        assert!(b.states[&1].rate(waiting[0]).is_none());
+    }
+
+    /// A running application whose demand falls to 0 frees its CPU for a waiting one at once,
+    /// and gangs stay whole: a waiting 2-thread application does not get 1 freed CPU.
+    #[test]
+    fn a_demand_drop_unparks_only_what_fits() {
+        let c = config(Some(10.0), &["self-report"]);
+        let mut b = Bandwidth::new(&c, &c.partition_list());
+        // 3 CPUs: 1 (one thread, head of the list) and one of the 2-thread apps 2, 3 run.
+        let apps = [one(1, 1), one(2, 2), one(3, 2)];
+        b.tick(&apps, &[0, 3], 0);
+        assert!(!b.parked.contains(&1));
+        let waiting = *b.parked.iter().next().unwrap();
+        let running = 5 - waiting;
+        let drop = |id: AppId| -> Vec<TickApp> {
+            apps.iter()
+                .map(|a| if a.id == id { one(id, 0) } else { *a })
+                .collect()
+        };
+        // 1 goes idle: 1 CPU free, the waiting gang needs 2.
+        assert!(!b.top_up(&drop(1), &[0, 3]));
+        assert!(b.parked.contains(&waiting));
+        // The running gang goes idle: 2 CPUs free, the waiting gang runs.
+        assert!(b.top_up(&drop(running), &[0, 3]));
+        assert!(b.parked.is_empty());
     }
 
     #[test]

@@ -439,6 +439,7 @@ impl Registry {
     /// record what it publishes, and return its effects resolved for [`realloc::apply`].
     pub(crate) fn plan(&mut self) -> Batch {
         let started = Instant::now();
+        self.bandwidth_top_up();
         let input = self.plan_input();
         let plan = realloc::plan(&input, &mut self.history);
         self.reallocations += 1;
@@ -542,7 +543,28 @@ impl Registry {
     /// `quantum_end` (before the zero targets are published); returns whether the parked set
     /// changed, so that the caller rings for a reallocation.
     pub(crate) fn bandwidth_quantum(&mut self) -> bool {
-        let apps: Vec<crate::quantum::TickApp> = self
+        let (apps, cpus) = self.bandwidth_input();
+        let changed = self.bandwidth.tick(&apps, &cpus, monotonic_ns());
+        self.store_quantum_ends();
+        changed
+    }
+
+    /// Between quanta, before a reallocation: CPUs freed by a departure or a demand drop go
+    /// to parked applications at once (the bandwidth policy's top-up), not at the quantum's end.
+    fn bandwidth_top_up(&mut self) {
+        if !self.bandwidth.any_parked() {
+            return;
+        }
+        let (apps, cpus) = self.bandwidth_input();
+        if self.bandwidth.top_up(&apps, &cpus) {
+            self.store_quantum_ends();
+        }
+    }
+
+    /// What the bandwidth policy reads: every application's demand and reported bytes now,
+    /// and each partition's CPUs.
+    fn bandwidth_input(&self) -> (Vec<crate::quantum::TickApp>, Vec<u32>) {
+        let apps = self
             .apps
             .values()
             .map(|a| crate::quantum::TickApp {
@@ -553,20 +575,23 @@ impl Registry {
                 reported_bytes: a.page.app.bandwidth.load(Ordering::Relaxed),
             })
             .collect();
-        let cpus: Vec<u32> = (0..self.partitions.len())
+        let cpus = (0..self.partitions.len())
             .map(|k| {
                 let p = self.last.partitions.get(k).cloned().unwrap_or_default();
                 p.entitlement.max(p.allocation)
             })
             .collect();
-        let changed = self.bandwidth.tick(&apps, &cpus, monotonic_ns());
+        (apps, cpus)
+    }
+
+    /// Every page's `quantum_end` (before the zero targets are published).
+    fn store_quantum_ends(&self) {
         for a in self.apps.values() {
             a.page
                 .manager
                 .quantum_end
                 .store(self.bandwidth.quantum_end(a.id), Ordering::Release);
         }
-        changed
     }
 
     /// Take new runnable measurements (computed outside the lock); returns whether any

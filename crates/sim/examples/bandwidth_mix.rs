@@ -84,6 +84,23 @@ fn nbbma(units: usize) {
     std::hint::black_box(&a);
 }
 
+/// CPU seconds used by this process's waited-for children so far (`/proc/self/stat` cutime +
+/// cstime, in clock ticks of 1/100 s: Linux's USER_HZ), 0 where unreadable.
+fn children_cpu_s() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at field 3 (state).
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .skip(13)
+        .take(2)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    f.iter().sum::<f64>() / 100.0
+}
+
+/// One run: mean turnaround (s); prints each application's finish time, the makespan and how
+/// busy the applications kept the CPUs (their CPU time / (CPUs × makespan)).
 fn run_mix_once(bandwidth: bool, capacity_gbps: f64, units: usize) -> f64 {
     let dir = std::env::temp_dir().join(format!("partita-mix-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
@@ -100,6 +117,7 @@ fn run_mix_once(bandwidth: bool, capacity_gbps: f64, units: usize) -> f64 {
     }
     let manager = partita_manager::spawn_in_process(config, socket.clone()).expect("manager");
     let exe = std::env::current_exe().expect("own executable");
+    let cpu0 = children_cpu_s();
     let t = Instant::now();
     let mut children: Vec<_> = ["bbma", "bbma", "nbbma", "nbbma"]
         .iter()
@@ -113,12 +131,12 @@ fn run_mix_once(bandwidth: bool, capacity_gbps: f64, units: usize) -> f64 {
                 .expect("spawn")
         })
         .collect();
-    let mut total = 0.0;
+    let mut finished = [0.0f64; 4];
     let mut left: Vec<usize> = (0..children.len()).collect();
     while !left.is_empty() {
         left.retain(|&i| match children[i].try_wait() {
             Ok(Some(_)) => {
-                total += t.elapsed().as_secs_f64();
+                finished[i] = t.elapsed().as_secs_f64();
                 false
             }
             _ => true,
@@ -126,7 +144,18 @@ fn run_mix_once(bandwidth: bool, capacity_gbps: f64, units: usize) -> f64 {
         std::thread::sleep(Duration::from_millis(5));
     }
     manager.shutdown().expect("manager shutdown");
-    total / 4.0
+    let makespan = finished.iter().copied().fold(0.0, f64::max);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!(
+        "  {}: finished bbma {:.2} {:.2} nbbma {:.2} {:.2} s; makespan {makespan:.2} s, CPUs busy {:.0} %",
+        if bandwidth { "bandwidth    " } else { "equipartition" },
+        finished[0],
+        finished[1],
+        finished[2],
+        finished[3],
+        100.0 * (children_cpu_s() - cpu0) / (threads as f64 * makespan)
+    );
+    finished.iter().sum::<f64>() / 4.0
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -169,7 +198,25 @@ fn mix(rounds: usize) {
     );
 }
 
+/// Stamps to `DIR/PID.log` when `PARTITA_MIX_TRACE=DIR` (inherited by the children).
+fn trace_to_file() {
+    let Some(dir) = std::env::var_os("PARTITA_MIX_TRACE") else {
+        return;
+    };
+    let path = std::path::Path::new(&dir).join(format!("{}.log", std::process::id()));
+    match std::fs::File::create(&path) {
+        Ok(f) => tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("partita::hop=trace"))
+            .with_writer(std::sync::Mutex::new(f))
+            .with_ansi(false)
+            .without_time()
+            .init(),
+        Err(e) => eprintln!("PARTITA_MIX_TRACE: {}: {e}", path.display()),
+    }
+}
+
 fn main() {
+    trace_to_file();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let n = |d: usize| args.get(1).and_then(|s| s.parse().ok()).unwrap_or(d);
     match args.first().map(String::as_str) {

@@ -87,15 +87,81 @@ pub fn select(cpus: u32, capacity: f64, apps: &[BwApp], order: &mut Vec<AppId>) 
             order.push(a.id);
         }
     }
+    let selected = elect(cpus, capacity, apps, order, Vec::new());
+    // Those that ran go to the tail, in list order.
+    let (ran, rest): (Vec<AppId>, Vec<AppId>) = order.iter().partition(|id| selected.contains(id));
+    *order = rest.into_iter().chain(ran).collect();
+    selected
+}
+
+/// Mid-quantum top-up (work conservation): `running` hold CPUs this quantum and some of them
+/// left or went idle, so CPUs are free. Elects, by the same rules as [`select`] (head of the
+/// waiting list first, then the fittest for the bandwidth left per free CPU), among the other
+/// applications for the free CPUs, with the running ones counted as already elected. Returns
+/// only the newly elected ids; `order` is not changed (the quantum's list stays as [`select`]
+/// left it; ids in `apps` missing from it count as at its tail).
+///
+/// ```
+/// use partita_manager::alloc::bandwidth::{top_up, BwApp};
+/// let apps = [
+///     BwApp { id: 2, threads: 1, rate: 1.0 },
+///     BwApp { id: 3, threads: 1, rate: 10.0 },
+///     BwApp { id: 4, threads: 1, rate: 10.0 },
+/// ];
+/// // 1 and 3 ran on 2 CPUs and 1 left: 2, the head of the waiting list, takes its CPU.
+/// assert_eq!(top_up(2, 20.0, &apps, &[2, 4, 1, 3], &[3]), vec![2]);
+/// // Nothing is free.
+/// assert_eq!(top_up(2, 20.0, &apps, &[2, 4, 1, 3], &[3, 2]), Vec::<u32>::new());
+/// ```
+pub fn top_up(
+    cpus: u32,
+    capacity: f64,
+    apps: &[BwApp],
+    order: &[AppId],
+    running: &[AppId],
+) -> Vec<AppId> {
+    let mut list: Vec<AppId> = order
+        .iter()
+        .copied()
+        .filter(|id| apps.iter().any(|a| a.id == *id))
+        .collect();
+    for a in apps {
+        if !list.contains(&a.id) {
+            list.push(a.id);
+        }
+    }
+    let pre: Vec<AppId> = list
+        .iter()
+        .copied()
+        .filter(|id| running.contains(id))
+        .collect();
+    let n = pre.len();
+    let mut elected = elect(cpus, capacity, apps, &list, pre);
+    elected.drain(..n);
+    elected
+}
+
+/// The election of one quantum over the list `order` (head first), starting from the
+/// applications already elected (`selected`, holding their CPUs and bandwidth): the head of
+/// the list among the others, if it fits the free CPUs, then the fittest while CPUs remain.
+/// Returns `selected` extended, in election order.
+fn elect(
+    cpus: u32,
+    capacity: f64,
+    apps: &[BwApp],
+    order: &[AppId],
+    mut selected: Vec<AppId>,
+) -> Vec<AppId> {
     let by_id = |id: AppId| apps.iter().find(|a| a.id == id).copied();
-    let mut free = cpus;
-    let mut used_bw = 0.0;
-    let mut selected: Vec<AppId> = Vec::new();
+    let held = selected.iter().filter_map(|&id| by_id(id));
+    let mut free = cpus.saturating_sub(held.clone().map(|a| a.threads.max(1)).sum());
+    let mut used_bw: f64 = held.map(|a| a.rate).sum();
     let fits = |a: &BwApp, free: u32| a.threads.max(1) <= free;
     // The head always runs if it fits. An application with more threads than the machine has
     // CPUs can never run as a gang; it does not block the head position.
     if let Some(head) = order
         .iter()
+        .filter(|id| !selected.contains(id))
         .filter_map(|&id| by_id(id))
         .find(|a| a.threads.max(1) <= cpus)
     {
@@ -128,9 +194,6 @@ pub fn select(cpus: u32, capacity: f64, apps: &[BwApp], order: &mut Vec<AppId>) 
         used_bw += a.rate;
         selected.push(a.id);
     }
-    // Those that ran go to the tail, in list order.
-    let (ran, rest): (Vec<AppId>, Vec<AppId>) = order.iter().partition(|id| selected.contains(id));
-    *order = rest.into_iter().chain(ran).collect();
     selected
 }
 
@@ -191,6 +254,38 @@ mod tests {
     }
 
     proptest! {
+        /// The top-up fills, never overfills: it elects none of the running ones, the gangs it
+        /// adds fit the CPUs the running ones leave free, and it leaves no CPU idle that a
+        /// waiting application could use.
+        #[test]
+        fn top_up_conserves_work(
+            cpus in 1u32..9,
+            capacity in 0.0f64..100.0,
+            spec in prop::collection::vec((1u32..5, 0.0f64..40.0, any::<bool>()), 1..8),
+        ) {
+            let apps: Vec<BwApp> = spec.iter().enumerate()
+                .map(|(i, &(t, r, _))| BwApp { id: i as AppId + 1, threads: t, rate: r }).collect();
+            let order: Vec<AppId> = apps.iter().rev().map(|a| a.id).collect();
+            // Running: a prefix of the flagged apps that fits.
+            let mut running = Vec::new();
+            let mut used = 0;
+            for (a, &(_, _, run)) in apps.iter().zip(&spec) {
+                if run && used + a.threads <= cpus {
+                    used += a.threads;
+                    running.push(a.id);
+                }
+            }
+            let added = top_up(cpus, capacity, &apps, &order, &running);
+            let threads = |id: &AppId| apps[*id as usize - 1].threads;
+            let total: u32 = running.iter().chain(&added).map(threads).sum();
+            prop_assert!(total <= cpus);
+            prop_assert!(added.iter().all(|id| !running.contains(id)));
+            let free = cpus - total;
+            let could = apps.iter().any(|a| {
+                !running.contains(&a.id) && !added.contains(&a.id) && a.threads <= free
+            });
+            prop_assert!(!could, "a waiting app fits the {} idle CPUs", free);
+        }
         /// Invariant 9: gangs all-or-nothing; the head is selected when it fits; every choice
         /// after the head minimises |ABBW − rate| among fitting applications (or the lowest
         /// rate when ABBW < 0).

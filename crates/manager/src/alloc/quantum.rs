@@ -152,10 +152,17 @@ pub fn step(state: &mut QuantumState, p: &QuantumParams, apps: &[QuantumApp]) ->
             }
         }
     }
+    let bw = gangs(state, p, apps);
+    bandwidth::select(p.cpus.max(1), p.capacity, &bw, &mut state.order)
+}
+
+/// The applications with demand as the selection sees them: estimated rates, gangs no wider
+/// than the partition.
+fn gangs(state: &QuantumState, p: &QuantumParams, apps: &[QuantumApp]) -> Vec<BwApp> {
     let cpus = p.cpus.max(1);
     let wanting: Vec<QuantumApp> = apps.iter().filter(|a| a.threads > 0).copied().collect();
     let rates = estimates(state, p, &wanting);
-    let bw: Vec<BwApp> = wanting
+    wanting
         .iter()
         .zip(rates)
         .map(|(a, (_, rate))| BwApp {
@@ -163,8 +170,33 @@ pub fn step(state: &mut QuantumState, p: &QuantumParams, apps: &[QuantumApp]) ->
             threads: a.threads.min(cpus),
             rate,
         })
-        .collect();
-    bandwidth::select(cpus, p.capacity, &bw, &mut state.order)
+        .collect()
+}
+
+/// Mid-quantum top-up: the applications of `running` hold CPUs this quantum; when some left or
+/// went idle, the free CPUs go to the others by the same election as [`step`]'s
+/// ([`bandwidth::top_up`]), on the current estimates. Records no sample and does not move the
+/// list: the quantum goes on, and the next [`step`] closes it. Returns the newly elected ids.
+///
+/// ```
+/// use partita_manager::alloc::quantum::*;
+/// use partita_manager::config::BandwidthVariant;
+/// let mut s = QuantumState::default();
+/// let p = QuantumParams { cpus: 2, capacity: 10.0, variant: BandwidthVariant::LatestQuantum, window: 5 };
+/// let app = |id| QuantumApp { id, threads: 1, sample: None };
+/// assert_eq!(step(&mut s, &p, &[app(1), app(2), app(3)]), vec![1, 2]);
+/// // 1 leaves mid-quantum: 3 gets its CPU at once; the list is as the quantum left it.
+/// assert_eq!(top_up(&s, &p, &[app(2), app(3)], &[2]), vec![3]);
+/// assert_eq!(s.order(), &[3, 1, 2]);
+/// ```
+pub fn top_up(
+    state: &QuantumState,
+    p: &QuantumParams,
+    apps: &[QuantumApp],
+    running: &[AppId],
+) -> Vec<AppId> {
+    let bw = gangs(state, p, apps);
+    bandwidth::top_up(p.cpus.max(1), p.capacity, &bw, &state.order, running)
 }
 
 #[cfg(test)]
