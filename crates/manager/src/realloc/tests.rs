@@ -261,20 +261,24 @@ proptest! {
     }
 }
 
+/// A doorbell and a reallocator thread whose rounds only count themselves.
+fn counting_reallocator() -> (Arc<Doorbell>, Arc<AtomicU64>, std::thread::JoinHandle<()>) {
+    let bell = Arc::new(Doorbell::default());
+    let rounds = Arc::new(AtomicU64::new(0));
+    let r = rounds.clone();
+    let worker = spawn(bell.clone(), move || {
+        r.fetch_add(1, Ordering::SeqCst);
+    })
+    .unwrap(); // A test: failing to start a thread is a failure.
+    (bell, rounds, worker)
+}
+
 /// A ring while no round is in flight and rounds have been rare is claimed by the ringer (the
 /// reallocator thread does not run it); rings during the claimed round wait for it and are
 /// merged into exactly one round of the thread. (When a ringer may claim: the next test.)
 #[test]
 fn a_claimed_round_excludes_the_thread_and_later_rings_coalesce() {
-    let bell = Arc::new(Doorbell::default());
-    let thread_rounds = Arc::new(AtomicU64::new(0));
-    let worker = {
-        let r = thread_rounds.clone();
-        spawn(bell.clone(), move || {
-            r.fetch_add(1, Ordering::SeqCst);
-        })
-        .unwrap()
-    };
+    let (bell, thread_rounds, worker) = counting_reallocator();
     let claim = bell
         .ring_or_claim()
         .expect("a quiet bell lets the ringer run the round");
@@ -302,15 +306,7 @@ fn a_claimed_round_excludes_the_thread_and_later_rings_coalesce() {
 /// A claimant that cannot run its round hands it to the thread, which serves the ring.
 #[test]
 fn a_handed_over_claim_is_served_by_the_thread() {
-    let bell = Arc::new(Doorbell::default());
-    let thread_rounds = Arc::new(AtomicU64::new(0));
-    let worker = {
-        let r = thread_rounds.clone();
-        spawn(bell.clone(), move || {
-            r.fetch_add(1, Ordering::SeqCst);
-        })
-        .unwrap()
-    };
+    let (bell, thread_rounds, worker) = counting_reallocator();
     let claim = bell
         .ring_or_claim()
         .expect("a quiet bell lets the ringer run the round");
