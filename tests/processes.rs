@@ -391,6 +391,16 @@ fn shutdown_restores_what_it_changed() {
         let s = status(&socket);
         s.applications.len() == 2 && s.applications.iter().any(|x| x.cpus.len() == 1)
     }));
+    // The hog is confined (its `partita run` got its reply and exec'd the loop) before the
+    // SIGTERM; otherwise the shutdown can cut its request short and the test would check a
+    // `partita run` that exited with "closed the connection before replying".
+    assert!(
+        wait_until(LONG, || status(&socket)
+            .partitions
+            .iter()
+            .any(|p| p.uncontrolled_pids.contains(&hog.pid()))),
+        "the hog was never confined"
+    );
     let confinement = status(&socket).confinement;
     let cgroup_dirs = || -> Vec<String> {
         [

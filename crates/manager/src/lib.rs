@@ -382,11 +382,25 @@ fn request(socket: &Path, msg: &ClientMessage) -> Result<ManagerMessage, Error> 
     s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .map_err(io("set timeout on"))?;
     s.write_all(&msg.encode()).map_err(io("write to"))?;
+    // EOF or reset before a whole reply: the manager went away mid-request (a shutdown,
+    // typically); say so instead of the bare "failed to fill whole buffer".
+    let read = |e: std::io::Error| {
+        use std::io::ErrorKind::{ConnectionReset, UnexpectedEof};
+        // A reset, too: a manager closing with our request unread sends RST, not FIN.
+        if matches!(e.kind(), UnexpectedEof | ConnectionReset) {
+            Error::Protocol(format!(
+                "no reply: {} closed the connection before a whole reply (is the manager shutting down?)",
+                socket.display()
+            ))
+        } else {
+            io("read from")(e)
+        }
+    };
     let mut prefix = [0u8; 4];
-    s.read_exact(&mut prefix).map_err(io("read from"))?;
+    s.read_exact(&mut prefix).map_err(read)?;
     let len = frame_len(prefix, MAX_MANAGER_FRAME).map_err(|e| Error::Protocol(e.to_string()))?;
     let mut payload = vec![0u8; len];
-    s.read_exact(&mut payload).map_err(io("read from"))?;
+    s.read_exact(&mut payload).map_err(read)?;
     match ManagerMessage::decode(&payload).map_err(|e| Error::Protocol(e.to_string()))? {
         ManagerMessage::Error { code, message } => Err(Error::Refused { code, message }),
         m => Ok(m),

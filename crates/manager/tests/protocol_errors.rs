@@ -226,3 +226,28 @@ fn identity_comes_from_the_kernel() {
     }
     h.shutdown().unwrap();
 }
+
+/// A manager that goes away mid-request (accepts, reads, closes without a reply): the client
+/// side (`partita status`, `partita run`) gets an error that says so, not a bare
+/// "failed to fill whole buffer".
+#[test]
+fn a_manager_closing_before_its_reply_is_reported_as_such() {
+    let dir = TempDir::new("closed-early");
+    let socket = dir.path("p.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut prefix = [0u8; 4];
+        s.read_exact(&mut prefix).unwrap();
+        // Dropped here: closed with no reply.
+    });
+    let err = partita_manager::query_status(&socket)
+        .unwrap_err()
+        .to_string();
+    server.join().unwrap();
+    assert!(
+        err.contains("closed the connection before a whole reply"),
+        "{err}"
+    );
+    assert!(err.contains(&socket.display().to_string()), "{err}");
+}
