@@ -94,12 +94,7 @@ fn affinities_narrowed_by_a_sigkilled_manager_are_restored() {
         let next = match undo {
             Undo::Restart => Some(support::serve(&dir, CONFIG).0),
             Undo::Cleanup => {
-                let out = Command::new(bin())
-                    .args(["serve", "--cleanup", "--socket"])
-                    .arg(&socket)
-                    .output()
-                    .unwrap();
-                assert!(out.status.success(), "{out:?}");
+                let out = cleanup(&socket);
                 let text = String::from_utf8_lossy(&out.stdout);
                 // Discarded: the program that exited, and any short-lived process of either
                 // program's tree (a `python3` shim's helpers) the manager's re-checks saw.
@@ -210,12 +205,7 @@ fn a_child_pinned_outside_the_allocation_is_confined_and_its_pin_restored() {
             }
             Some(_) => {
                 m.kill();
-                let out = Command::new(bin())
-                    .args(["serve", "--cleanup", "--socket"])
-                    .arg(&socket)
-                    .output()
-                    .unwrap();
-                assert!(out.status.success(), "{out:?}");
+                cleanup(&socket);
             }
         }
         let after = sys::get_affinity(child);
@@ -236,4 +226,15 @@ fn a_child_pinned_outside_the_allocation_is_confined_and_its_pin_restored() {
             "{undo:?}: the program was not restored"
         );
     }
+}
+
+/// `partita serve --cleanup` on `socket`'s directory; it must succeed.
+fn cleanup(socket: &std::path::Path) -> std::process::Output {
+    let out = Command::new(bin())
+        .args(["serve", "--cleanup", "--socket"])
+        .arg(socket)
+        .output()
+        .unwrap(); // A test: failing to start the binary is a failure.
+    assert!(out.status.success(), "{out:?}");
+    out
 }
