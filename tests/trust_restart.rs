@@ -193,6 +193,13 @@ fn a_child_pinned_outside_the_allocation_is_confined_and_its_pin_restored() {
             .wait_line(0, Duration::from_secs(20), |l| l.parse::<i32>().is_ok())
             .expect("the program did not start its child");
         let child: i32 = line.parse().unwrap();
+        // `taskset` has set the pin once the child runs `sleep`: only then is there a pin
+        // to take away and give back (before, the child still has its parent's mask).
+        let pinned = wait_until(Duration::from_secs(5), || {
+            std::fs::read_to_string(format!("/proc/{child}/comm"))
+                .is_ok_and(|c| c.trim() == "sleep")
+        });
+        assert!(pinned, "{undo:?}: taskset never ran");
         let confined = wait_until(Duration::from_secs(5), || {
             sys::get_affinity(child).is_ok_and(|a| a == zero)
         });

@@ -25,10 +25,10 @@
 
 use crate::cgroup::{self, Hierarchy};
 use crate::journal::{self, Journal};
-use crate::proc_ref::ProcRef;
+use crate::proc_ref::{walk, ProcRef};
 use crate::sys::{self, SysError};
 use partita_protocol::CpuSet;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// How uncontrolled processes are confined.
@@ -78,9 +78,6 @@ struct Original {
 /// How many applied sets a process remembers: a child forked just before its parent moved
 /// is found with the previous set, so a few suffice.
 const APPLIED_HISTORY: usize = 4;
-
-/// Most processes in one walk of a group (a fork bomb must not make the walk unbounded).
-const MAX_TREE: usize = 100_000;
 
 /// How [`Enforcer::confine_one`] treats the threads of a process it already confined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -561,6 +558,41 @@ impl Enforcer {
         }
     }
 
+    /// Children forked since the last walk inherited a confined mask the manager never
+    /// recorded; find them (one walk from every recorded process, parents first) so that each
+    /// gets its parent's original mask back with the rest. A child whose mask is not one the
+    /// manager gave its parent chose it itself and is left alone.
+    fn adopt_unseen_children(&mut self) {
+        let start: Vec<ProcRef> = self.original.values().map(|o| o.proc.clone()).collect();
+        for (p, parent) in walk(&start) {
+            let Some(parent) = parent.filter(|_| !self.original.contains_key(&p.pid())) else {
+                continue;
+            };
+            let Ok(own) = sys::get_affinity(p.pid()) else {
+                continue;
+            };
+            let Some(o) = self
+                .original
+                .get(&parent)
+                .filter(|o| o.applied.contains(&own))
+            else {
+                continue;
+            };
+            let (mask, group) = (o.mask, o.group.clone());
+            let applied = vec![own];
+            let proc = p.clone();
+            self.original.insert(
+                p.pid(),
+                Original {
+                    proc,
+                    mask,
+                    applied,
+                    group,
+                },
+            );
+        }
+    }
+
     /// Undo everything: restore every changed affinity, move processes back to the cgroups
     /// they came from, remove the cgroups created, undo `+cpuset`.
     ///
@@ -570,6 +602,7 @@ impl Enforcer {
     /// ```
     pub fn restore_all(&mut self) {
         self.groups.clear();
+        self.adopt_unseen_children();
         for (_, o) in std::mem::take(&mut self.original) {
             restore_affinity(&o);
         }
@@ -725,39 +758,6 @@ fn restore_affinity(o: &Original) {
             let _ = sys::set_affinity(tid, &o.mask);
         }
     }
-}
-
-/// `start` and all their descendants, each once and each with a pidfd verified against its
-/// parent, parents before children; with the pid of the parent each was found under (`None`
-/// for those of `start`).
-fn walk(start: &[ProcRef]) -> Vec<(ProcRef, Option<i32>)> {
-    let mut seen = BTreeSet::new();
-    let mut out: Vec<(ProcRef, Option<i32>)> = Vec::new();
-    for p in start {
-        if seen.insert(p.pid()) {
-            out.push((p.clone(), None));
-        }
-    }
-    let mut i = 0;
-    while i < out.len() {
-        let p = out[i].0.clone();
-        i += 1;
-        for t in sys::threads(p.pid()).unwrap_or_default() {
-            let path = format!("/proc/{}/task/{t}/children", p.pid());
-            let text = std::fs::read_to_string(path).unwrap_or_default();
-            for c in text
-                .split_whitespace()
-                .filter_map(|x| x.parse::<i32>().ok())
-            {
-                if out.len() < MAX_TREE && seen.insert(c) {
-                    if let Some(child) = p.open_child(c) {
-                        out.push((child, Some(p.pid())));
-                    }
-                }
-            }
-        }
-    }
-    out
 }
 
 /// The origin cgroup of `pid` or of its nearest tracked ancestor.

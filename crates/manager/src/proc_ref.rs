@@ -3,6 +3,7 @@
 //! cgroup through a bare pid: a pid is reused as soon as its process is reaped, a pidfd is not.
 
 use partita_protocol::sys::{pidfd_alive, pidfd_open};
+use std::collections::BTreeSet;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
@@ -62,4 +63,40 @@ impl ProcRef {
     pub fn pidfd(&self) -> &OwnedFd {
         &self.fd
     }
+}
+
+/// Most processes in one walk of a group (a fork bomb must not make the walk unbounded).
+const MAX_TREE: usize = 100_000;
+
+/// `start` and all their descendants, each once and each with a pidfd verified against its
+/// parent, parents before children; with the pid of the parent each was found under (`None`
+/// for those of `start`).
+pub(crate) fn walk(start: &[ProcRef]) -> Vec<(ProcRef, Option<i32>)> {
+    let mut seen = BTreeSet::new();
+    let mut out: Vec<(ProcRef, Option<i32>)> = Vec::new();
+    for p in start {
+        if seen.insert(p.pid()) {
+            out.push((p.clone(), None));
+        }
+    }
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i].0.clone();
+        i += 1;
+        for t in crate::sys::threads(p.pid()).unwrap_or_default() {
+            let path = format!("/proc/{}/task/{t}/children", p.pid());
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            for c in text
+                .split_whitespace()
+                .filter_map(|x| x.parse::<i32>().ok())
+            {
+                if out.len() < MAX_TREE && seen.insert(c) {
+                    if let Some(child) = p.open_child(c) {
+                        out.push((child, Some(p.pid())));
+                    }
+                }
+            }
+        }
+    }
+    out
 }

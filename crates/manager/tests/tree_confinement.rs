@@ -233,3 +233,34 @@ fn a_process_pinned_outside_the_allocation_is_narrowed_too() {
     assert_eq!(during, first);
     assert_eq!(after, second);
 }
+
+/// A child forked after the last walk (never seen by the manager) inherited its parent's
+/// confinement; the restore finds it and gives it its parent's original mask, and a child
+/// that pinned itself meanwhile keeps its own pin.
+#[test]
+fn a_child_the_manager_never_saw_is_restored_too() {
+    let Some((mine, first, second)) = two_cpus() else {
+        return;
+    };
+    let c = second.to_vec()[0];
+    let mut sh = Shell::spawn(&format!(
+        "read go; sleep 30 & echo $!; taskset -c {c} sleep 30 & echo $!; wait"
+    ));
+    let mut e = Enforcer::new(false, mine);
+    e.confine_process(&sh.proc(), &first, true).unwrap();
+    sh.go(); // forked on `first`, with no walk after it
+    let (plain, pinned) = (sh.pid(), sh.pid());
+    let inherited = affinity(plain);
+    let pinned_ok = wait_affinity(pinned, second);
+    e.restore_all();
+    let (after_plain, after_pinned) = (affinity(plain), affinity(pinned));
+    kill(plain);
+    kill(pinned);
+    assert_eq!(
+        inherited, first,
+        "the child did not inherit the confinement"
+    );
+    assert!(pinned_ok, "taskset did not pin the second child");
+    assert_eq!(after_plain, mine, "an unseen child kept the confined mask");
+    assert_eq!(after_pinned, second, "a child's own pin was overwritten");
+}
