@@ -63,14 +63,23 @@ enum Undo {
     Cleanup,
 }
 
+/// This process's CPUs, CPU 0 alone and another CPU alone; `None` (the test is skipped) when
+/// CPU 0 and another are not both ours.
+fn cpu0_and_another() -> Option<(CpuSet, CpuSet, CpuSet)> {
+    let all = sys::get_affinity(0).unwrap(); // A test: our own affinity is always readable.
+    let Some(other) = all.iter().find(|&c| c != 0).filter(|_| all.contains(0)) else {
+        eprintln!("skipped: needs CPUs 0 and another");
+        return None;
+    };
+    let one = |c: usize| -> CpuSet { [c].into_iter().collect() };
+    Some((all, one(0), one(other)))
+}
+
 #[test]
 fn affinities_narrowed_by_a_sigkilled_manager_are_restored() {
-    let all = sys::get_affinity(0).unwrap();
-    if all.len() < 2 || !all.contains(0) {
-        eprintln!("skipped: needs CPUs 0 and another");
+    let Some((all, one, _)) = cpu0_and_another() else {
         return;
-    }
-    let one: CpuSet = [0].into_iter().collect();
+    };
     let _s = serial();
     for undo in [Undo::Restart, Undo::Cleanup] {
         let dir = TempDir::new("restart");
@@ -140,12 +149,9 @@ fn affinities_narrowed_by_a_sigkilled_manager_are_restored() {
 
 #[test]
 fn a_journal_is_written_before_the_narrowing_and_removed_on_a_clean_exit() {
-    let all = sys::get_affinity(0).unwrap();
-    if all.len() < 2 || !all.contains(0) {
-        eprintln!("skipped: needs CPUs 0 and another");
+    let Some((all, one, _)) = cpu0_and_another() else {
         return;
-    }
-    let one: CpuSet = [0].into_iter().collect();
+    };
     let _s = serial();
     let dir = TempDir::new("journal");
     let (mut m, socket) = support::serve(&dir, CONFIG);
@@ -172,17 +178,14 @@ fn a_journal_is_written_before_the_narrowing_and_removed_on_a_clean_exit() {
 /// exits, after a SIGTERM and after a SIGKILL and `partita serve --cleanup` alike.
 #[test]
 fn a_child_pinned_outside_the_allocation_is_confined_and_its_pin_restored() {
-    let all = sys::get_affinity(0).unwrap();
-    let Some(other) = all.iter().find(|&c| c != 0).filter(|_| all.contains(0)) else {
-        eprintln!("skipped: needs CPUs 0 and another");
+    let Some((all, zero, pin)) = cpu0_and_another() else {
         return;
     };
-    let (zero, pin): (CpuSet, CpuSet) = ([0].into_iter().collect(), [other].into_iter().collect());
     let _s = serial();
     for undo in [None, Some(Undo::Cleanup)] {
         let dir = TempDir::new("pinned-child");
         let (mut m, socket) = support::serve(&dir, CONFIG);
-        let script = format!("taskset -c {other} sleep 300 & echo $!; wait");
+        let script = format!("taskset -c {} sleep 300 & echo $!; wait", pin.to_vec()[0]);
         let prog = Proc::spawn(
             Command::new(bin())
                 .args(["run", "--socket"])

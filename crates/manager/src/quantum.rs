@@ -105,6 +105,24 @@ impl Bandwidth {
         }
     }
 
+    /// The capacity the selection divides, unless the policy is degraded to equipartition.
+    fn usable_capacity(&self) -> Option<f64> {
+        match (&self.capacity, self.degraded()) {
+            (Capacity::Known(c, _), None) => Some(*c),
+            _ => None,
+        }
+    }
+
+    /// The selection's parameters for partition `k` holding `cpus[k]` CPUs.
+    fn params(&self, cpus: &[u32], k: usize, capacity: f64) -> QuantumParams {
+        QuantumParams {
+            cpus: cpus.get(k).copied().unwrap_or(1).max(1),
+            capacity,
+            variant: self.config.variant,
+            window: self.config.window,
+        }
+    }
+
     /// Why the policy runs as equipartition, if it does.
     fn degraded(&self) -> Option<String> {
         let chain = self.chain.as_ref()?;
@@ -139,10 +157,7 @@ impl Bandwidth {
         self.quanta += 1;
         let mut parked = BTreeSet::new();
         let mut ran = BTreeSet::new();
-        let capacity = match (&self.capacity, self.degraded()) {
-            (Capacity::Known(c, _), None) => Some(*c),
-            _ => None,
-        };
+        let capacity = self.usable_capacity();
         for &k in &self.partitions {
             let members: Vec<QuantumApp> = ours
                 .iter()
@@ -162,12 +177,7 @@ impl Bandwidth {
                 ran.extend(members.iter().map(|a| a.id));
                 continue;
             };
-            let p = QuantumParams {
-                cpus: cpus.get(k).copied().unwrap_or(1).max(1),
-                capacity,
-                variant: self.config.variant,
-                window: self.config.window,
-            };
+            let p = self.params(cpus, k, capacity);
             let state = self.states.entry(k).or_default();
             let selected = quantum::step(state, &p, &members);
             for (id, r) in quantum::estimates(state, &p, &members) {
@@ -202,9 +212,8 @@ impl Bandwidth {
     /// quantum ends). The unparked ones bring no sample at the next quantum (they ran part of
     /// it) and keep their place in the list. Returns whether anyone was unparked.
     pub fn top_up(&mut self, apps: &[TickApp], cpus: &[u32]) -> bool {
-        let capacity = match (&self.capacity, self.degraded()) {
-            (Capacity::Known(c, _), None) => *c,
-            _ => return false,
+        let Some(capacity) = self.usable_capacity() else {
+            return false;
         };
         if self.parked.is_empty() {
             return false;
@@ -231,12 +240,7 @@ impl Bandwidth {
                 .filter(|a| a.threads > 0 && !self.parked.contains(&a.id))
                 .map(|a| a.id)
                 .collect();
-            let p = QuantumParams {
-                cpus: cpus.get(k).copied().unwrap_or(1).max(1),
-                capacity,
-                variant: self.config.variant,
-                window: self.config.window,
-            };
+            let p = self.params(cpus, k, capacity);
             unparked.extend(quantum::top_up(state, &p, &members, &running));
         }
         for id in &unparked {

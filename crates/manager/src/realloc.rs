@@ -24,7 +24,8 @@
 //! moment. An application's doorbell, when rounds have been rare and short lately, runs its
 //! round on the connection's own thread instead of waking the reallocator thread
 //! ([`Doorbell::ring_or_claim`]): on a machine whose CPUs are all busy, that wake-up alone
-//! can take hundreds of microseconds. The claim keeps "one round in flight".
+//! took p99 500–600 µs (`cargo run --release --example reaction -- 300`, hop "reallocator
+//! starts its round", docs/bench/manager.md §2). The claim keeps "one round in flight".
 //!
 //! Why a page has a single writer: only the round in flight publishes (on the reallocator
 //! thread or a claimant's), rounds never overlap, and each applies the batch it planned, in

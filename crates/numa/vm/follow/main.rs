@@ -518,28 +518,30 @@ fn placed(c: &mut Checks, a: &mut App) -> Result<usize, String> {
             other => Err(format!("alloc {reply:?}, nodes {other:?}")),
         },
     );
-    let (homes, ms) = wait_homes(a, 0, Duration::from_secs(5));
-    c.check("follow_deque_placed", deques_on(homes_of(&homes), 0));
-    c.check(
-        "follow_homes_placed",
-        homes
-            .map(|l| format!("A's worker structures on node 0 after {ms} ms: {l}"))
-            .map_err(|l| format!("not all on node 0 after {ms} ms: {l}")),
-    );
+    check_homes(c, a, 0, "placed");
     Ok(start)
+}
+
+/// A's workers' own pages (deques included) on `node`: the `follow_deque_<what>` and
+/// `follow_homes_<what>` checks.
+fn check_homes(c: &mut Checks, a: &mut App, node: usize, what: &str) {
+    let (homes, ms) = wait_homes(a, node, Duration::from_secs(5));
+    c.check(
+        &format!("follow_deque_{what}"),
+        deques_on(homes_of(&homes), node),
+    );
+    c.check(
+        &format!("follow_homes_{what}"),
+        homes
+            .map(|l| format!("A's worker structures on node {node} after {ms} ms: {l}"))
+            .map_err(|l| format!("not all on node {node} after {ms} ms: {l}")),
+    );
 }
 
 /// After A's move to node 1: its workers' own pages followed, and the cost rule left its
 /// cold region behind.
 fn after_move(c: &mut Checks, a: &mut App) {
-    let (homes, ms) = wait_homes(a, 1, Duration::from_secs(5));
-    c.check("follow_deque_moved", deques_on(homes_of(&homes), 1));
-    c.check(
-        "follow_homes_moved",
-        homes
-            .map(|l| format!("A's worker structures on node 1 {ms} ms after its memory: {l}"))
-            .map_err(|l| format!("not all on node 1 after {ms} ms: {l}")),
-    );
+    check_homes(c, a, 1, "moved");
     println!("PARTITA-NUMA INFO follow_{}", a.ask("costs"));
     let cold = parse_nodes(&a.ask("cold"));
     let decisions = a.ask("decisions");

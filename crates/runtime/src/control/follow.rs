@@ -2,7 +2,8 @@
 //!
 //! The manager publishes a new allocation into the control page and wakes the pool's client
 //! thread, which applies it (`set_target_workers`, `set_cpus`). On a machine whose CPUs are
-//! all taken by workers, that thread's wake-up can wait for a CPU — hundreds of microseconds —
+//! all taken by workers, that thread's wake-up can wait for a CPU (p99 240–530 µs, hop "B
+//! notices" of `cargo run --release --example reaction -- 300`, docs/bench/manager.md §2)
 //! while the worker that must park is running anyway. So a worker also looks at the page at
 //! each safe point of its main loop: one relaxed load of the page's seqlock epoch (a line the
 //! manager writes only when the allocation changes) compared with the epoch this worker saw
