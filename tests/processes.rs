@@ -460,3 +460,64 @@ fn run_into_an_unknown_partition_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("nowhere"), "{err}");
 }
+
+/// The CPU mask of every thread of `pid`.
+fn thread_masks(pid: i32) -> Vec<(i32, String)> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|tid| {
+            Some((
+                tid,
+                partita_manager::sys::get_affinity(tid).ok()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// An application started on CPU 0 (`taskset -c 0`) while the manager owns only CPU 1 runs on
+/// CPU 1, every thread of it, and stays there: the runtime follows the manager's rule for an
+/// allocation its own mask does not meet (docs/design/manager.md, "No process escapes").
+/// Before, the runtime pinned its workers back to the mask it started with at each safe point
+/// after a change, and the manager narrowed them again: whichever acted last won.
+#[test]
+fn an_allocation_outside_the_starting_mask_is_followed() {
+    let _g = serial();
+    if partita_manager::sys::get_affinity(0).unwrap().len() < 2 {
+        return;
+    }
+    let dir = TempDir::new("disjoint");
+    let (_mgr, socket) = serve(
+        &dir,
+        &format!("{TRACKED}cpus = \"1\"\nrealloc_period_ms = 50\n"),
+    );
+    let app = Proc::spawn(
+        Command::new("taskset")
+            .args(["-c", "0"])
+            .arg(support::bin())
+            .args([
+                "probe", "--name", "pinned", "--pool", "2", "--demand", "2", "--socket",
+            ])
+            .arg(&socket)
+            .env("PARTITA_SOCKET", &socket),
+    );
+    let on_cpu1 = || {
+        let m = thread_masks(app.pid());
+        m.len() >= 3 && m.iter().all(|(_, s)| s == "1")
+    };
+    assert!(
+        wait_until(LONG, on_cpu1),
+        "threads not all on CPU 1: {:?}",
+        thread_masks(app.pid())
+    );
+    // Several reallocation periods and demand changes later, still there.
+    for _ in 0..10 {
+        std::thread::sleep(Duration::from_millis(60));
+        assert!(
+            on_cpu1(),
+            "a thread left CPU 1: {:?}",
+            thread_masks(app.pid())
+        );
+    }
+}

@@ -27,27 +27,50 @@ pub(crate) fn allowed_cpus() -> Vec<usize> {
     }
 }
 
-/// Confine the calling thread to `cpus` ∩ `allowed`, or to `allowed` when `cpus` is `None`
-/// or the intersection is empty (a manager's set is never allowed to widen the pool beyond
-/// the mask it started with).
+/// The CPUs a worker runs on while its pool is allocated `cpus` (`None`: no allocation):
+/// those its starting mask `allowed` allows; all of `cpus` when it allows none of them;
+/// `allowed` without an allocation (or an empty one). The manager's rule for every process it confines
+/// (`narrowed` in partita-manager; docs/design/manager.md, "No process escapes its
+/// program's allocation"): it decides where a program runs and narrows the process's threads
+/// there itself, so a pool that pinned back to its own mask would only fight it.
+pub(crate) fn worker_cpus(cpus: Option<&[usize]>, allowed: &[usize]) -> Vec<usize> {
+    let Some(cpus) = cpus.filter(|c| !c.is_empty()) else {
+        return allowed.to_vec();
+    };
+    let both: Vec<usize> = cpus
+        .iter()
+        .copied()
+        .filter(|c| allowed.contains(c))
+        .collect();
+    if both.is_empty() {
+        cpus.to_vec()
+    } else {
+        both
+    }
+}
+
+/// Confine the calling thread to [`worker_cpus`]`(cpus, allowed)`. When that lies outside
+/// `allowed` and the kernel refuses it (a cpuset cgroup allows none of those CPUs), to
+/// `allowed`: the pool keeps running where it may.
 pub(crate) fn pin_current_thread(
     cpus: Option<&[usize]>,
     allowed: &[usize],
 ) -> Result<(), AffinityError> {
-    let mut set = CpuSet::new();
-    let mut any = false;
-    for &c in cpus.unwrap_or(&[]) {
-        if allowed.contains(&c) {
-            set.set(c).map_err(|_| AffinityError::OutOfRange(c))?;
-            any = true;
-        } else if c >= CpuSet::count() {
-            return Err(AffinityError::OutOfRange(c));
+    let wanted = worker_cpus(cpus, allowed);
+    match set_current_thread(&wanted) {
+        Err(AffinityError::Syscall(nix::Error::EINVAL))
+            if wanted.iter().all(|c| !allowed.contains(c)) =>
+        {
+            set_current_thread(allowed)
         }
+        r => r,
     }
-    if !any {
-        for &c in allowed {
-            set.set(c).map_err(|_| AffinityError::OutOfRange(c))?;
-        }
+}
+
+fn set_current_thread(cpus: &[usize]) -> Result<(), AffinityError> {
+    let mut set = CpuSet::new();
+    for &c in cpus {
+        set.set(c).map_err(|_| AffinityError::OutOfRange(c))?;
     }
     sched_setaffinity(Pid::from_raw(0), &set)?;
     Ok(())
@@ -85,6 +108,30 @@ mod tests {
             assert_eq!(allowed_cpus(), vec![0]);
             pin_current_thread(Some(&all), &[0]).unwrap();
             assert_eq!(allowed_cpus(), vec![0]);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn worker_cpus_follow_the_managers_rule() {
+        // Allocated CPUs the starting mask allows; all of them when it allows none.
+        assert_eq!(worker_cpus(Some(&[0, 1]), &[1, 2, 3]), vec![1]);
+        assert_eq!(worker_cpus(Some(&[0]), &[1]), vec![0]);
+        assert_eq!(worker_cpus(None, &[1, 2]), vec![1, 2]);
+        assert_eq!(worker_cpus(Some(&[]), &[1, 2]), vec![1, 2]);
+    }
+
+    #[test]
+    fn a_disjoint_allocation_wins_over_the_starting_mask() {
+        if configured_cpus() < 2 {
+            return; // needs two CPUs to be disjoint
+        }
+        std::thread::spawn(|| {
+            // Started on CPU 0, allocated CPU 1 only: the worker goes where the manager
+            // confines the process (it would otherwise be pinned back, against the manager).
+            pin_current_thread(Some(&[1]), &[0]).unwrap();
+            assert_eq!(allowed_cpus(), vec![1]);
         })
         .join()
         .unwrap();
