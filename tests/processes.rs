@@ -392,13 +392,14 @@ fn shutdown_restores_what_it_changed() {
         s.applications.len() == 2 && s.applications.iter().any(|x| x.cpus.len() == 1)
     }));
     // The hog is confined (its `partita run` got its reply and exec'd the loop) before the
-    // SIGTERM; otherwise the shutdown can cut its request short and the test would check a
-    // `partita run` that exited with "closed the connection before replying".
+    // SIGTERM. Being in the status is not enough: the status lists the pid before the
+    // confinement is applied and the reply sent, and a SIGTERM in between cuts the request
+    // short; `partita run` then exits (inside its partition's cgroup, under load) and the
+    // test would read a zombie's mask.
+    let comm = format!("/proc/{}/comm", hog.pid());
     assert!(
-        wait_until(LONG, || status(&socket)
-            .partitions
-            .iter()
-            .any(|p| p.uncontrolled_pids.contains(&hog.pid()))),
+        wait_until(LONG, || std::fs::read_to_string(&comm)
+            .is_ok_and(|c| c.trim() == "sh")),
         "the hog was never confined"
     );
     let confinement = status(&socket).confinement;

@@ -141,7 +141,12 @@ pub fn serve(dir: &TempDir, config: &str) -> (Proc, PathBuf) {
             .arg(&cfg)
             .arg("--socket")
             .arg(&socket)
-            .env("RUST_LOG", "warn"),
+            // PARTITA_TEST_LOG: the managers' RUST_LOG (e.g. `partita_manager=debug`) when
+            // a test fails only under load and the manager's side is wanted.
+            .env(
+                "RUST_LOG",
+                std::env::var("PARTITA_TEST_LOG").unwrap_or_else(|_| "warn".into()),
+            ),
     );
     assert!(
         wait_until(Duration::from_secs(10), || partita_manager::query_status(

@@ -60,6 +60,17 @@ impl Shared {
         self.enforcer.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Change something outside the manager unless it is shutting down. Checked under the
+    /// enforcer's lock: shutdown stops the doorbell before it takes that lock to restore
+    /// everything, so the change happens before the restore (which undoes it) or not at all.
+    /// A blocking task that outlives the aborted task awaiting it (the sampler's reconfinement
+    /// under load, a `partita run` catching up) would otherwise narrow a process again after
+    /// the restore, and the confinement would survive the manager.
+    fn unless_stopped<R>(&self, change: impl FnOnce(&mut Enforcer) -> R) -> Option<R> {
+        let mut enforcer = self.enforcer();
+        (!self.doorbell.is_stopped()).then(|| change(&mut enforcer))
+    }
+
     /// Ask for a reallocation (coalesced; never waits).
     pub(crate) fn ring(&self) -> u64 {
         self.doorbell.ring()
@@ -383,7 +394,7 @@ fn measure(shared: &Shared, req: SampleRequest) -> (Vec<u32>, Vec<i32>) {
         tracked_total += x;
     }
     // A child that moved itself out of its program's CPUs goes back within one period.
-    shared.enforcer().reconfine();
+    shared.unless_stopped(Enforcer::reconfine);
     if req.system_wide {
         let apps: u32 = req
             .app_pids
@@ -566,13 +577,7 @@ async fn confine(
     tokio::task::spawn_blocking(move || {
         s.doorbell.wait_served(n);
         let (name, set) = s.lock().uncontrolled_set(k);
-        let applied = {
-            // Checked under the enforcer's lock: shutdown stops the doorbell before it takes
-            // that lock to restore everything, so a confinement either happens before the
-            // restore or not at all.
-            let mut enforcer = s.enforcer();
-            (!s.doorbell.is_stopped()).then(|| enforcer.confine_uncontrolled(&name, &proc, &set))
-        };
+        let applied = s.unless_stopped(|e| e.confine_uncontrolled(&name, &proc, &set));
         let Some(applied) = applied else {
             s.lock().untrack(&[proc.pid()]);
             let why = "the manager is shutting down".to_string();
@@ -583,10 +588,10 @@ async fn confine(
                 let (_, now) = s.lock().mark_confined(proc.pid(), k);
                 if now != set {
                     // A reallocation ran meanwhile and left this process alone: catch up.
-                    let moved =
-                        s.enforcer()
-                            .update_uncontrolled(&name, std::slice::from_ref(&proc), &now);
-                    if let Err(e) = moved {
+                    let moved = s.unless_stopped(|e| {
+                        e.update_uncontrolled(&name, std::slice::from_ref(&proc), &now)
+                    });
+                    if let Some(Err(e)) = moved {
                         tracing::debug!(pid = proc.pid(), error = %e, "confinement not updated");
                     }
                 }
