@@ -50,7 +50,9 @@
 //! - A mask chosen to equal the confinement exactly cannot be told from the confinement and
 //!   is restored. Likewise an anchor that changed its own mask after the last walk is
 //!   restored (as before) and its children forked since, carrying that mask, with it: the
-//!   journal records originals, not the masks the manager gave.
+//!   journal records originals, not the masks the manager gave. So is a descendant that a
+//!   live manager confined to exactly that mask; that manager narrows it again at its next
+//!   walk.
 //! - The anchor's main thread stands for all its threads: a child forked by a thread that
 //!   pinned itself inherited that pin and is left alone.
 //! - A descendant that sets its own mask between the sweep's read and its write gets the
