@@ -238,6 +238,123 @@ fn a_child_pinned_outside_the_allocation_is_confined_and_its_pin_restored() {
     }
 }
 
+/// A python program that prints `ready` and, when a line arrives on its stdin, forks from a
+/// thread (that stays) a child that forks a grandchild, and from its main thread a child that
+/// pins itself to CPU `argv[1]`; it prints `child N`, `grandchild N` and `pinned N` (once
+/// pinned).
+const FORKS_ON_DEMAND: &str = r#"
+import os, sys, threading, time
+pin = int(sys.argv[1])
+print("ready", flush=True)
+sys.stdin.readline()
+def say(*words):
+    os.write(1, (" ".join(map(str, words)) + "\n").encode())  # one write: lines never mix
+def fork(body):
+    pid = os.fork()
+    if pid == 0:
+        body()
+        time.sleep(60)
+        os._exit(0)
+    return pid
+def forks_a_grandchild():
+    say("grandchild", fork(lambda: None))
+def pins_itself():
+    os.sched_setaffinity(0, {pin})
+    say("pinned", os.getpid())
+def from_a_thread():
+    say("child", fork(forks_a_grandchild))
+    time.sleep(60)
+threading.Thread(target=from_a_thread, daemon=True).start()
+fork(pins_itself)
+time.sleep(60)
+"#;
+
+/// Children a SIGKILLed manager never saw: a confined program forks after the manager's last
+/// walk (the sampling period, which walks again, is an hour) a child from one of its threads,
+/// that child a grandchild, and a child that pins itself to another CPU. The journal lists
+/// none of them; the undo (a new manager, or `partita serve --cleanup`) gives the child and
+/// the grandchild the program's original mask and leaves the pin alone.
+#[test]
+fn children_forked_after_a_sigkilled_managers_last_walk_are_restored_too() {
+    let Some((all, zero, other)) = cpu0_and_another() else {
+        return;
+    };
+    let _s = serial();
+    let config = format!("{CONFIG}sample_period_ms = 3600000\n");
+    let pin = other.to_vec()[0].to_string();
+    for undo in [Undo::Restart, Undo::Cleanup] {
+        let dir = TempDir::new("unseen-children");
+        let (mut m, socket) = support::serve(&dir, &config);
+        let mut prog = Proc::spawn(
+            Command::new(bin())
+                .args(["run", "--socket"])
+                .arg(&socket)
+                .args(["--", "python3", "-c", FORKS_ON_DEMAND, &pin]),
+        );
+        prog.wait_line(0, Duration::from_secs(20), |l| l == "ready")
+            .expect("the program did not start");
+        assert!(
+            wait_until(Duration::from_secs(10), || sys::get_affinity(prog.pid())
+                .is_ok_and(|a| a == zero)),
+            "{undo:?}: not confined to {zero}"
+        );
+        prog.send("fork");
+        let pid_of = |tag: &str| -> i32 {
+            let (_, line) = prog
+                .wait_line(0, Duration::from_secs(10), |l| l.starts_with(tag))
+                .unwrap_or_else(|| panic!("{undo:?}: no {tag:?} line"));
+            line[tag.len()..].trim().parse().unwrap() // A test: the script prints a pid.
+        };
+        let (child, grandchild, pinned) =
+            (pid_of("child "), pid_of("grandchild "), pid_of("pinned "));
+        let inherited = [child, grandchild].map(|p| sys::get_affinity(p).ok());
+        m.kill(); // SIGKILL: no cleanup, no last walk.
+        let listed: Vec<i32> = journals(dir.0.path(), m.pid())
+            .iter()
+            .filter_map(|j| std::fs::read_to_string(j).ok())
+            .filter_map(|t| partita_manager::journal::Record::parse(&t).ok())
+            .flat_map(|r| r.affinity.into_keys())
+            .collect();
+        let report = match undo {
+            Undo::Restart => {
+                let _next = support::serve(&dir, &config); // killed on drop; it changed nothing
+                None
+            }
+            Undo::Cleanup => Some(String::from_utf8_lossy(&cleanup(&socket).stdout).into_owned()),
+        };
+        let after = [prog.pid(), child, grandchild, pinned].map(|p| sys::get_affinity(p).ok());
+        for p in [child, grandchild, pinned] {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(p),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        assert_eq!(
+            inherited,
+            [Some(zero); 2],
+            "{undo:?}: the confinement was not inherited"
+        );
+        assert!(
+            listed.contains(&prog.pid())
+                && ![child, grandchild, pinned]
+                    .iter()
+                    .any(|p| listed.contains(p)),
+            "{undo:?}: the journal should list the program and none of its children: {listed:?}"
+        );
+        assert_eq!(
+            after,
+            [Some(all), Some(all), Some(all), Some(other)],
+            "{undo:?}: program, child, grandchild, pinned child"
+        );
+        if let Some(text) = report {
+            assert!(
+                text.contains("affinities restored: 1, unlisted children restored: 2,"),
+                "{text}"
+            );
+        }
+    }
+}
+
 /// `partita serve --cleanup` on `socket`'s directory; it must succeed.
 fn cleanup(socket: &std::path::Path) -> std::process::Output {
     let out = Command::new(bin())

@@ -76,8 +76,8 @@ pub fn serve(args: &ServeArgs) -> CliResult {
     if args.cleanup {
         let s = partita_manager::cleanup(&socket);
         println!(
-            "journals undone: {}, affinities restored: {}, moved back: {}, discarded: {}, untrusted journals: {}, cgroups removed: {}",
-            s.journals, s.restored, s.moved_back, s.discarded, s.untrusted, s.cgroups
+            "journals undone: {}, affinities restored: {}, unlisted children restored: {}, moved back: {}, discarded: {}, untrusted journals: {}, cgroups removed: {}",
+            s.journals, s.restored, s.children, s.moved_back, s.discarded, s.untrusted, s.cgroups
         );
         return Ok(());
     }

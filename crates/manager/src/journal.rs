@@ -20,9 +20,47 @@
 //! compared, then the pidfd checked alive), then removes the cgroup directory and undoes
 //! `+cpuset`. Journals are trusted only when owned by this user and writable by no one else:
 //! a journal names processes to act on.
+//!
+//! # Children the dead manager never saw
+//!
+//! A child forked by a confined process after the manager's last walk inherited the narrowed
+//! mask and is not in the journal. So the sweep also restores, below every journalled process
+//! that is still the same process (its *anchor*), the descendants the journal does not list:
+//! it reads each anchor's mask as the dead manager left it (its main thread's) *before*
+//! restoring the anchor, restores the anchors, then walks their trees (current children of
+//! every thread, recursively, each child's pidfd verified against its parent:
+//! `proc_ref::walk`, the manager's own walk) and gives every thread of such a descendant
+//! whose mask is still its nearest anchor's left mask that anchor's original mask
+//! ([`unseen_restores`], a pure function). Walking after the anchors are restored means a
+//! child an anchor forks while the sweep runs either is in the walk or inherited the
+//! original mask.
+//!
+//! Deliberately not handled (the journal cannot prove these are the manager's doing, and a
+//! wrong guess would change a process the manager never touched):
+//!
+//! - An orphan: a child whose parent (the anchor, or an unlisted process in between) exited
+//!   is reparented (to init or a subreaper) and is out of the walk; its parent pid no longer
+//!   says where it came from. The same for the descendants of a journalled process that
+//!   exited or whose pid names another process now (its entry is discarded, its tree is
+//!   never walked). They keep the mask they inherited.
+//! - A process or thread that changed its own mask afterwards (`taskset`,
+//!   `sched_setaffinity`): its mask is no longer the anchor's left mask, so it is left alone,
+//!   and so are the descendants it forked after the change (they inherited its choice). One
+//!   forked before the change still carries the confinement and is restored.
+//! - A mask chosen to equal the confinement exactly cannot be told from the confinement and
+//!   is restored. Likewise an anchor that changed its own mask after the last walk is
+//!   restored (as before) and its children forked since, carrying that mask, with it: the
+//!   journal records originals, not the masks the manager gave. So is a descendant that a
+//!   live manager confined to exactly that mask; that manager narrows it again at its next
+//!   walk.
+//! - The anchor's main thread stands for all its threads: a child forked by a thread that
+//!   pinned itself inherited that pin and is left alone.
+//! - A descendant that sets its own mask between the sweep's read and its write gets the
+//!   original over it, and a child that an unlisted descendant forks after the walk keeps
+//!   the confinement (the live manager's restore at exit has the same windows).
 
 use crate::cgroup;
-use crate::proc_ref::ProcRef;
+use crate::proc_ref::{walk, ProcRef};
 use crate::sys;
 use partita_protocol::CpuSet;
 use std::collections::BTreeMap;
@@ -30,6 +68,9 @@ use std::io::Write;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+mod unseen;
+pub use unseen::{unseen_restores, Anchor, Found, Restore};
 
 const HEADER: &str = "partita-journal 1";
 const SUFFIX: &str = ".journal";
@@ -337,6 +378,9 @@ pub struct Swept {
     pub journals: usize,
     /// Processes whose affinity was restored.
     pub restored: usize,
+    /// Descendants the journal did not list (forked after the dead manager's last walk)
+    /// whose affinity was restored: see [the module docs](self).
+    pub children: usize,
     /// Processes moved back to the cgroup they came from.
     pub moved_back: usize,
     /// Entries discarded: the process exited (or its pid names another process now).
@@ -410,19 +454,7 @@ fn same_process(pid: i32, start: u64) -> Option<ProcRef> {
 
 /// Undo one dead manager's record.
 fn undo(r: &Record, owner: &str, swept: &mut Swept) {
-    for (&pid, &(start, mask)) in &r.affinity {
-        match same_process(pid, start) {
-            Some(p) => {
-                for tid in sys::threads(pid).unwrap_or_default() {
-                    if p.alive() {
-                        let _ = sys::set_affinity(tid, &mask);
-                    }
-                }
-                swept.restored += 1;
-            }
-            None => swept.discarded += 1,
-        }
-    }
+    undo_affinities(r, swept);
     for (&pid, (start, origin)) in &r.moved {
         let back = same_process(pid, *start).is_some_and(|_| {
             in_owner_cgroup(pid, owner)
@@ -446,6 +478,63 @@ fn undo(r: &Record, owner: &str, swept: &mut Swept) {
     if let Some(dir) = &r.subtree {
         // Fails (EBUSY) while another cgroup below still uses cpuset: then it stays.
         let _ = std::fs::write(dir.join("cgroup.subtree_control"), "-cpuset");
+    }
+}
+
+/// Restore the journalled affinities of processes that are still the same ones, then those
+/// of their descendants that still carry the confinement (see the module docs).
+fn undo_affinities(r: &Record, swept: &mut Swept) {
+    let mut anchors = BTreeMap::new();
+    let mut procs = Vec::new();
+    for (&pid, &(start, original)) in &r.affinity {
+        match same_process(pid, start) {
+            Some(p) => {
+                // Before the restore below: the mask the dead manager left.
+                let left = sys::get_affinity(pid).ok();
+                anchors.insert(pid, Anchor { original, left });
+                procs.push((p, original));
+            }
+            None => swept.discarded += 1,
+        }
+    }
+    for (p, original) in &procs {
+        set_threads(p, sys::threads(p.pid()).unwrap_or_default(), original);
+        swept.restored += 1;
+    }
+    let roots: Vec<ProcRef> = procs.into_iter().map(|(p, _)| p).collect();
+    let mut refs = BTreeMap::new();
+    let mut found = Vec::new();
+    for (p, parent) in walk(&roots) {
+        // `None`: an anchor (the walk's start), restored above.
+        let Some(parent) = parent else {
+            continue;
+        };
+        let threads = sys::threads(p.pid())
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|t| Some((t, sys::get_affinity(t).ok()?)))
+            .collect();
+        found.push(Found {
+            pid: p.pid(),
+            parent,
+            threads,
+        });
+        refs.insert(p.pid(), p);
+    }
+    for r in unseen_restores(&anchors, &found) {
+        if let Some(p) = refs.get(&r.pid) {
+            set_threads(p, r.tids, &r.mask);
+            swept.children += 1;
+        }
+    }
+}
+
+/// Set `tids` of `p` to `mask`, each only while `p` is still alive (its tids are its own).
+fn set_threads(p: &ProcRef, tids: Vec<i32>, mask: &CpuSet) {
+    for tid in tids {
+        if p.alive() {
+            let _ = sys::set_affinity(tid, mask);
+        }
     }
 }
 
