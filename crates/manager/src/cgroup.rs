@@ -3,7 +3,7 @@
 //! The manager nests its cgroups under its *own* cgroup of the cpuset hierarchy (v2: the
 //! unified one), in a directory named `partita-mgr-<pid>-<start time>`: the pid and start time
 //! name exactly one process ever, so a manager starting later can tell a live sibling's
-//! directory from a dead one's and [`sweep`] the latter (move its processes back to the
+//! directory from a dead one's and sweep the latter (`sweep`: move its processes back to the
 //! manager's own cgroup, remove the directories). Partition directories inside it are
 //! [`encode_name`]d so that distinct partition names never share a directory.
 
