@@ -69,6 +69,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+mod retire;
 mod unseen;
 pub use unseen::{unseen_restores, Anchor, Found, Restore};
 
@@ -326,11 +327,14 @@ impl Journal {
     }
 
     /// Make the file say what the record says: rewrite it (a temporary file renamed over it,
-    /// so a reader never sees half a journal), or remove it when there is nothing to undo.
+    /// so a reader never sees half a journal), or remove it when there is nothing to undo;
+    /// neither waits for the disk ([`retire`]).
     /// Failures are logged once: the manager keeps working, it just cannot be undone after a
     /// crash.
     fn flush(&mut self) {
         self.dirty = false;
+        // The file being replaced or removed is closed off this thread ([`retire`]).
+        let old = retire::hold(&self.path);
         let r = if self.record.is_empty() {
             match std::fs::remove_file(&self.path) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
@@ -339,6 +343,7 @@ impl Journal {
         } else {
             write_atomic(&self.path, &self.record.to_text())
         };
+        retire::close_later(old);
         if let Err(e) = r {
             if !self.warned {
                 self.warned = true;
