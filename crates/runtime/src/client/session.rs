@@ -176,6 +176,10 @@ impl Watch for Bell {
         &self.page.manager.epoch
     }
 
+    fn futex(&self) -> &AtomicU32 {
+        &self.page.manager.wake
+    }
+
     /// A worker at a safe point saw the epoch move.
     fn catch_up(&self) -> bool {
         let mut applied = match self.applied.try_lock() {
