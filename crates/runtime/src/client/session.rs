@@ -253,6 +253,7 @@ pub(crate) fn run(
             Ordering::Relaxed,
         );
         side.heartbeat.store(monotonic_ns(), Ordering::Release);
+        let watched = p.page_watched();
         drop(p);
         if bell.broken.load(Ordering::Relaxed) {
             return End::Lost("send: the doorbell could not be rung".into());
@@ -275,7 +276,13 @@ pub(crate) fn run(
         } else {
             busy_tick
         };
-        page.manager.wait_for_change(seen_wake, tick);
+        if watched {
+            // A suspended worker wakes on the page and applies it: waking this thread too
+            // would only add a thread competing for a CPU at the moment a grow needs one.
+            std::thread::park_timeout(tick);
+        } else {
+            page.manager.wait_for_change(seen_wake, tick);
+        }
     }
 }
 

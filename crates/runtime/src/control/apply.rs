@@ -168,6 +168,9 @@ impl Controlled for Registry {
     fn set_watch(&self, watch: Option<std::sync::Arc<dyn control::Watch>>) {
         Registry::set_watch(self, watch);
     }
+    fn page_watched(&self) -> bool {
+        self.control.watch.watched_by_a_worker()
+    }
 }
 
 impl WorkerThread {

@@ -28,10 +28,13 @@
 //! epoch is what makes it safe: the manager bumps the word after writing the epoch, so a
 //! publish the look missed changes the word and the wait does not block. Without
 //! `futex_waitv` (Linux < 5.16) suspended workers wait on their own word only and the client
-//! thread resumes them, as before.
+//! thread resumes them, as before. While a suspended worker watches the page, the client
+//! thread waits for its tick only ([`WatchSlot::watched_by_a_worker`]): the watcher applies
+//! every change, and a second woken thread would compete for a CPU just when a grow needs
+//! one.
 
 use std::cell::{Cell, RefCell};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::registry::Registry;
@@ -59,6 +62,8 @@ pub(crate) struct WatchSlot {
     live: AtomicBool,
     /// Suspended workers never watch the page (tests force the fallback with it).
     no_page_wait: AtomicBool,
+    /// Suspended workers waiting on the page's word right now.
+    watchers: AtomicUsize,
 }
 
 impl WatchSlot {
@@ -78,6 +83,14 @@ impl WatchSlot {
         self.live.load(Ordering::Relaxed) && self.page_wait()
     }
 
+    /// A suspended worker waits on the page's word now: it will apply the next change, so
+    /// the client thread need not wake for it (it waits for its tick instead). Advisory:
+    /// a worker may resume (locally) just after; a change then waits for a running
+    /// worker's safe point or the client's next tick.
+    pub(crate) fn watched_by_a_worker(&self) -> bool {
+        self.watchers.load(Ordering::Relaxed) > 0
+    }
+
     fn page_wait(&self) -> bool {
         !self.no_page_wait.load(Ordering::Relaxed) && crate::sleep::page_wait_supported()
     }
@@ -90,13 +103,32 @@ impl WatchSlot {
     }
 }
 
-/// The page's futex word, kept mapped by the watch it belongs to.
-pub(crate) struct PageFutex(Arc<dyn Watch>);
+/// The page's futex word, kept mapped by the watch it belongs to; a suspended worker is
+/// counted as watching the page while it holds one (see [`WatchSlot::watched_by_a_worker`]).
+pub(crate) struct PageFutex<'a> {
+    watch: Arc<dyn Watch>,
+    watchers: &'a AtomicUsize,
+}
 
-impl std::ops::Deref for PageFutex {
+impl<'a> PageFutex<'a> {
+    fn new(watch: Arc<dyn Watch>, watchers: &'a AtomicUsize) -> Self {
+        // Relaxed: the count only chooses how the client thread waits (a stale read costs
+        // one redundant wake-up, or a page change left to a tick or a safe point).
+        watchers.fetch_add(1, Ordering::Relaxed);
+        PageFutex { watch, watchers }
+    }
+}
+
+impl Drop for PageFutex<'_> {
+    fn drop(&mut self) {
+        self.watchers.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl std::ops::Deref for PageFutex<'_> {
     type Target = AtomicU32;
     fn deref(&self) -> &AtomicU32 {
-        self.0.futex()
+        self.watch.futex()
     }
 }
 
@@ -155,7 +187,7 @@ impl WorkerThread {
     /// its value read *before* applying any page change (so a publish after the look changes
     /// it), or `None` (no session, or no `futex_waitv`). Applies a changed page first, like a
     /// safe point; that may resume this worker (`set_target` notifies it).
-    pub(crate) fn follow_while_suspended(&self) -> Option<(PageFutex, u32)> {
+    pub(crate) fn follow_while_suspended(&self) -> Option<(PageFutex<'_>, u32)> {
         let slot = &self.registry.control.watch;
         if slot.generation.load(Ordering::Relaxed) != self.follow.generation.get() {
             self.refresh_watch();
@@ -165,7 +197,7 @@ impl WorkerThread {
             // Acquire: pairs with the manager's Release bump after its epoch write, so the
             // epoch read below is at least as new as this value.
             let seen = w.futex().load(Ordering::Acquire);
-            Some((PageFutex(w), seen))
+            Some((PageFutex::new(w, &slot.watchers), seen))
         } else {
             None
         };
@@ -305,12 +337,17 @@ mod tests {
         s.page.manager.publish(1, &CpuSet::new());
         assert!(s.catch_up());
         wait_for("worker 1 to suspend", || pool.active_workers() == 1);
+        let slot = &pool.registry.control.watch;
         for round in 0..20 {
+            // The client thread would now leave the page to the suspended worker.
+            wait_for("worker 1 to watch the page", || slot.watched_by_a_worker());
             let before = appliers(&s).len();
             s.page.manager.publish(2, &CpuSet::new());
             wait_for("the page's grow to resume worker 1", || {
                 pool.active_workers() == 2
             });
+            // It counts as watching only while it waits.
+            assert!(!slot.watched_by_a_worker());
             // A worker applied it: nobody else looks at the page here.
             let who = appliers(&s);
             assert_eq!(who.len(), before + 1, "round {round}: {who:?}");
@@ -351,23 +388,33 @@ mod tests {
     }
 
     /// Without `futex_waitv` (forced here) a suspended worker waits on its own word only: a
-    /// publish alone does not resume it; a local unpark (the client thread's) does.
+    /// publish alone does not resume it; a local unpark (the client thread's) does. Both
+    /// workers are asleep before the shrink, so worker 1 is suspended in place and, with
+    /// no page to watch, left asleep (a worker suspending itself would look at the page once
+    /// more on its way into the wait, and could apply the publish below from there).
     #[test]
     fn the_fallback_resumes_on_local_unparks_only() {
         let pool = pool(true);
         let s = session(&pool);
         pool.registry.set_watch(Some(s.clone() as Arc<dyn Watch>));
+        wait_for("both workers to sleep", || {
+            pool.registry.sleep.snapshot() == (2, 0)
+        });
         s.page.manager.publish(1, &CpuSet::new());
         assert!(s.catch_up());
         wait_for("worker 1 to suspend", || pool.active_workers() == 1);
+        // (A worker may have applied the page's first epoch before it fell asleep.)
+        let before = appliers(&s).len();
         s.page.manager.publish(2, &CpuSet::new());
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(pool.active_workers(), 1, "resumed by the page word");
+        assert!(!pool.registry.control.watch.watched_by_a_worker());
         assert_eq!(pool.target_workers(), 1);
         // The client thread's part: apply the page, which unparks locally.
         assert!(s.catch_up());
         wait_for("the local unpark", || pool.active_workers() == 2);
-        assert_eq!(appliers(&s).len(), 2);
-        assert!(appliers(&s).iter().all(|w| !w.starts_with("follow-test-")));
+        let who = appliers(&s);
+        assert_eq!(who.len(), before + 1, "{who:?}");
+        assert!(!who[before].starts_with("follow-test-"), "{who:?}");
     }
 }
