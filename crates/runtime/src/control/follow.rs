@@ -11,6 +11,10 @@
 //! ([`Watch::catch_up`], the client's code), and then parks at once if the new target
 //! excludes it. The client thread still wakes and finds the change applied.
 //!
+//! A worker waiting inside a job (`wait_until`) looks too, between the jobs it runs
+//! meanwhile: it cannot park there, but it can apply the change, so a revocation's target is
+//! set even while the job holding the worker lasts (the probe's rounds: ≈ 1 ms).
+//!
 //! Who applies is serialised by the session (one lock, taken with `try_lock` by workers, so a
 //! safe point never blocks); whatever applies re-reads the page under it, so an older
 //! allocation is never applied after a newer one, and none after the session ended (the
@@ -364,6 +368,36 @@ mod tests {
         let reg = pool.registry.clone();
         drop(pool);
         reg.wait_until_stopped();
+    }
+
+    /// A worker waiting inside a job (a scope, before running its task) applies a page change
+    /// between two jobs: a pool of one, no client thread, and no main-loop safe point until
+    /// the scope ends. Then the zero quantum it applied parks it, and a publish alone
+    /// resumes it.
+    #[test]
+    fn a_worker_inside_a_job_applies_the_page_between_jobs() {
+        let pool = ThreadPoolBuilder::new()
+            .process_control(ProcessControl::Manual)
+            .num_threads(1)
+            .build()
+            .unwrap();
+        let s = session(&pool);
+        pool.registry.set_watch(Some(s.clone() as Arc<dyn Watch>));
+        let reg = pool.registry.clone();
+        pool.install(|| {
+            crate::scope(|sc| {
+                s.page.manager.publish(0, &CpuSet::new());
+                sc.spawn(|_| {
+                    // Runs after the scope's body, in the same top-level job.
+                    wait_for("the page applied between jobs", || reg.target() == 0);
+                });
+            })
+        });
+        wait_for("the zero quantum to park the worker", || {
+            pool.active_workers() == 0
+        });
+        s.page.manager.publish(1, &CpuSet::new());
+        wait_for("the page to resume it", || pool.active_workers() == 1);
     }
 
     /// A worker suspended before the session began watches its page once the watch is set.
