@@ -13,7 +13,7 @@ pub(crate) use std::sync::atomic::{
     fence, AtomicBool, AtomicIsize, AtomicPtr, AtomicU64, AtomicUsize,
 };
 #[cfg(not(loom))]
-pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
+pub(crate) use std::sync::{Mutex, MutexGuard};
 
 /// Lock a mutex, ignoring poisoning: the data behind our mutexes is plain state that a
 /// panicking holder cannot leave half-updated (every critical section is a few assignments
@@ -25,7 +25,9 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     }
 }
 
-/// Wait on a condition variable, ignoring poisoning (see [`lock`]).
+/// Wait on a condition variable, ignoring poisoning (see [`lock`]). Only loom's: outside
+/// loom a worker blocks on a futex word (`sleep/event.rs`).
+#[cfg(loom)]
 pub(crate) fn wait<'a, T>(cv: &Condvar, g: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
     match cv.wait(g) {
         Ok(g) => g,

@@ -299,6 +299,10 @@ impl WorkerThread {
         // A panic here would leave the latch's owner waiting on freed memory.
         let abort_guard = unwind::AbortIfPanic;
         while !latch.probe() {
+            // Between two jobs (not a safe point: we cannot park here, but we may apply a
+            // page change, so a revocation's target is set without waiting for the client
+            // thread or for this job's end; `control/follow.rs`).
+            self.follow_manager();
             if let Some(job) = self.take_local_job() {
                 self.execute(job);
                 continue;

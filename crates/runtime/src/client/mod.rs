@@ -30,7 +30,9 @@
 //! 2. The thread then loops ([`session`]): read the page's allocation (seqlock), apply a new
 //!    target / CPU set to the pool, write demand, active workers, counters and the heartbeat,
 //!    ring the manager's doorbell when demand changed, check the socket for EOF, and sleep on
-//!    the page's futex word (woken by the manager at every change) for at most one tick.
+//!    the page's futex word (woken by the manager at every change) for at most one tick —
+//!    or only for the tick while a suspended worker waits on that word, since the worker
+//!    then applies the change itself (`control/follow.rs`).
 //!    Between ticks the pool itself publishes and rings when it can tell at once that its
 //!    demand moved (the doorbell is rate-bounded).
 //! 3. When the manager goes away (EOF, error, page problem) the pool reverts to its standalone
@@ -73,6 +75,10 @@ pub(crate) trait Controlled: Send + Sync + 'static {
     /// Hand the pool the live session's page watch, through which workers apply a new
     /// allocation at their safe points (`control/follow.rs`; `None` when the session ends).
     fn set_watch(&self, watch: Option<Arc<dyn Watch>>);
+    /// A suspended worker waits on the page's futex word right now and will apply the next
+    /// change itself (`control/follow.rs`): the client thread then waits for its tick only,
+    /// instead of waking with that worker at every change.
+    fn page_watched(&self) -> bool;
 }
 
 /// Keeps the client connected; dropping it disconnects (sends a goodbye) and stops the thread.

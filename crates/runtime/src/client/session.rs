@@ -176,6 +176,10 @@ impl Watch for Bell {
         &self.page.manager.epoch
     }
 
+    fn futex(&self) -> &AtomicU32 {
+        &self.page.manager.wake
+    }
+
     /// A worker at a safe point saw the epoch move.
     fn catch_up(&self) -> bool {
         let mut applied = match self.applied.try_lock() {
@@ -249,6 +253,7 @@ pub(crate) fn run(
             Ordering::Relaxed,
         );
         side.heartbeat.store(monotonic_ns(), Ordering::Release);
+        let watched = p.page_watched();
         drop(p);
         if bell.broken.load(Ordering::Relaxed) {
             return End::Lost("send: the doorbell could not be rung".into());
@@ -271,7 +276,13 @@ pub(crate) fn run(
         } else {
             busy_tick
         };
-        page.manager.wait_for_change(seen_wake, tick);
+        if watched {
+            // A suspended worker wakes on the page and applies it: waking this thread too
+            // would only add a thread competing for a CPU at the moment a grow needs one.
+            std::thread::park_timeout(tick);
+        } else {
+            page.manager.wait_for_change(seen_wake, tick);
+        }
     }
 }
 

@@ -84,8 +84,11 @@ impl Registry {
                 self.sleep.notify_worker(i);
             }
         } else if t < old {
+            // Under a manager whose page suspended workers watch, wake a sleeper we suspend
+            // so that it waits there (README §5); otherwise leave it asleep.
+            let wake = self.control.watch.watched();
             for i in t..n {
-                if self.sleep.suspend_sleeper(i) {
+                if self.sleep.suspend_sleeper(i, wake) {
                     self.suspended(i);
                 }
             }
@@ -165,6 +168,9 @@ impl Controlled for Registry {
     fn set_watch(&self, watch: Option<std::sync::Arc<dyn control::Watch>>) {
         Registry::set_watch(self, watch);
     }
+    fn page_watched(&self) -> bool {
+        self.control.watch.watched_by_a_worker()
+    }
 }
 
 impl WorkerThread {
@@ -220,9 +226,13 @@ impl WorkerThread {
         let reg = &*self.registry;
         bump(&self.counters().parks, 1);
         let terminate = &reg.thread_infos[self.index].terminate;
-        reg.sleep.suspend(self.index, || {
-            terminate.probe() || !self.broadcast.is_empty() || !self.should_suspend()
-        });
+        reg.sleep.suspend(
+            self.index,
+            || terminate.probe() || !self.broadcast.is_empty() || !self.should_suspend(),
+            // Between waits: apply a page change, and watch the page's futex word too, so a
+            // manager's grow resumes us without the client thread (`follow.rs`).
+            || self.follow_while_suspended(),
+        );
         reg.control.active.fetch_add(1, Ordering::SeqCst);
         control::hop!("resume", worker = self.index);
         reg.ready.set_active(self.index, true);

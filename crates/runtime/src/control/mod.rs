@@ -41,7 +41,10 @@ mod follow;
 mod report;
 
 pub(crate) use apply::Control;
-pub(crate) use follow::{Follower, Watch};
+pub(crate) use follow::Follower;
+// Only the manager client (not built under loom) hands the pool a watch.
+#[cfg(not(loom))]
+pub(crate) use follow::Watch;
 pub(crate) use report::BusyClock;
 #[cfg(not(loom))]
 pub(crate) use report::Doorbell;

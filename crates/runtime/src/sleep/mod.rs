@@ -4,8 +4,24 @@
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{fence, lock, wait, AtomicBool, AtomicU64, Condvar, Mutex};
+use crate::sync::{fence, lock, AtomicBool, AtomicU64, Mutex};
 use std::sync::atomic::Ordering;
+
+mod event;
+#[cfg(not(loom))]
+pub(crate) mod futex;
+
+use event::Event;
+pub(crate) use event::PageWord;
+
+/// Whether a suspended worker can wait on the manager's page word as well as its own
+/// (`futex_waitv`; never under loom, which models no page).
+pub(crate) fn page_wait_supported() -> bool {
+    #[cfg(not(loom))]
+    return futex::waitv_supported();
+    #[cfg(loom)]
+    return false;
+}
 
 /// One sleeping worker in `counters`.
 const SLEEPER: u64 = 1;
@@ -32,7 +48,9 @@ enum State {
 
 struct WorkerSleep {
     state: Mutex<State>,
-    cond: Condvar,
+    /// What the worker blocks on (`event.rs`): notified after every state change a waiter
+    /// waits for.
+    event: Event,
     /// `state` is `Sleeping` (a hint for wakers scanning for a sleeper; the state is the truth).
     sleeping: AtomicBool,
 }
@@ -75,7 +93,7 @@ impl Sleep {
                 .map(|_| {
                     CachePadded::new(WorkerSleep {
                         state: Mutex::new(State::Awake),
-                        cond: Condvar::new(),
+                        event: Event::default(),
                         sleeping: AtomicBool::new(false),
                     })
                 })
@@ -149,7 +167,12 @@ impl Sleep {
             return Slept::Declined;
         }
         while matches!(*st, State::Sleeping { .. }) {
-            st = wait(&w.cond, st);
+            // Read under our mutex, after seeing `Sleeping`: a waker that changes the state
+            // after we unlock bumps the number first, so the wait cannot miss it (README §7).
+            let seq = w.event.seq();
+            drop(st);
+            w.event.wait(seq, None);
+            st = lock(&w.state);
         }
         if *st == State::Suspended {
             Slept::Suspended
@@ -194,7 +217,7 @@ impl Sleep {
             drop(st);
             // Notify after unlocking, so the sleeper does not wake into a held mutex. The
             // state (not the notification) carries the wake, so this order loses nothing.
-            w.cond.notify_one();
+            w.event.notify();
             true
         } else {
             false
@@ -226,16 +249,18 @@ impl Sleep {
         };
         drop(st);
         if notify {
-            w.cond.notify_one();
+            w.event.notify();
         }
     }
 
     /// The target dropped below `index`: if the worker sleeps at a safe point, suspend it
-    /// where it is, without waking it (it holds no task: it went to sleep after finding no
-    /// work, and only its owner pushes to its deque). Returns true if it did; the caller
-    /// then does the suspension's bookkeeping. A worker sleeping inside a job, or running,
-    /// suspends itself at its next safe point instead.
-    pub(crate) fn suspend_sleeper(&self, index: usize) -> bool {
+    /// where it is (it holds no task: it went to sleep after finding no work, and only its
+    /// owner pushes to its deque). Returns true if it did; the caller then does the
+    /// suspension's bookkeeping. `wake`: also wake it, so that it moves on to the suspended
+    /// wait, which watches the manager's page (README §5); without a page to watch it is
+    /// left asleep. A worker sleeping inside a job, or running, suspends itself at its next
+    /// safe point instead.
+    pub(crate) fn suspend_sleeper(&self, index: usize, wake: bool) -> bool {
         let w = &self.workers[index];
         let mut st = lock(&w.state);
         if let State::Sleeping { safe_point: true } = *st {
@@ -243,20 +268,54 @@ impl Sleep {
             w.sleeping.store(false, Ordering::Relaxed);
             // A suspended worker is in neither count: posts must not count on it (README §4).
             self.counters.fetch_sub(SLEEPER, Ordering::SeqCst);
+            drop(st);
+            if wake {
+                w.event.notify();
+            }
             true
         } else {
             false
         }
     }
 
+    /// Wake every suspended worker to re-evaluate its wait (not its resume predicate's
+    /// inputs): the page it should watch changed. Sleepers are left alone.
+    pub(crate) fn nudge_suspended(&self) {
+        for w in self.workers.iter() {
+            if *lock(&w.state) == State::Suspended {
+                w.event.notify();
+            }
+        }
+    }
+
     /// Park worker `index` as suspended until `resume()` (evaluated under the worker's mutex)
     /// is true. Callers that make `resume()` true do so before calling [`Sleep::notify_worker`].
-    pub(crate) fn suspend(&self, index: usize, mut resume: impl FnMut() -> bool) {
+    ///
+    /// Before each wait, `look()` runs outside the mutex (it may apply the manager's page,
+    /// which may notify this very worker) and may return a second word to wait on with the
+    /// value it read *before* looking: the wait then also ends when that word changes (the
+    /// manager's `FUTEX_WAKE` of the control page, README §5).
+    pub(crate) fn suspend<P: std::ops::Deref<Target = std::sync::atomic::AtomicU32>>(
+        &self,
+        index: usize,
+        mut resume: impl FnMut() -> bool,
+        mut look: impl FnMut() -> Option<(P, u32)>,
+    ) {
         let w = &self.workers[index];
         let mut st = lock(&w.state);
         *st = State::Suspended;
         while !resume() {
-            st = wait(&w.cond, st);
+            // Read under our mutex after the predicate was false: a resumer makes it true,
+            // takes this mutex, then bumps the number, so the wait below cannot miss it.
+            let seq = w.event.seq();
+            drop(st);
+            let page = look();
+            w.event.wait(
+                seq,
+                page.as_ref()
+                    .map(|(word, seen)| PageWord { word, seen: *seen }),
+            );
+            st = lock(&w.state);
         }
         *st = State::Awake;
     }
@@ -273,6 +332,11 @@ impl Sleep {
 #[cfg(all(test, not(loom)))]
 mod unit_tests {
     use super::*;
+
+    /// No second word to wait on.
+    fn no_page() -> Option<(&'static std::sync::atomic::AtomicU32, u32)> {
+        None
+    }
 
     #[test]
     fn searchers_are_bounded_to_half_the_pool() {
@@ -308,14 +372,14 @@ mod unit_tests {
             let (s, resume) = (s.clone(), resume.clone());
             std::thread::spawn(move || {
                 let r = s.sleep(1, false, true, || false);
-                s.suspend(1, || resume.load(Ordering::SeqCst));
+                s.suspend(1, || resume.load(Ordering::SeqCst), no_page);
                 r
             })
         };
         while s.snapshot() != (1, 0) {
             std::thread::yield_now();
         }
-        assert!(s.suspend_sleeper(1));
+        assert!(s.suspend_sleeper(1, false));
         assert_eq!(s.snapshot(), (0, 0));
         // A job posted now does not wake a suspended worker.
         assert!(!s.wake_any());
@@ -330,7 +394,7 @@ mod unit_tests {
         while s.snapshot() != (1, 0) {
             std::thread::yield_now();
         }
-        assert!(!s.suspend_sleeper(0));
+        assert!(!s.suspend_sleeper(0, true));
         s.notify_worker(0);
         assert_eq!(t.join().unwrap(), Slept::Woken);
     }
@@ -358,6 +422,11 @@ mod tests {
     //! searches (checks the flag), then sleeps with the flag as its re-check.
     use super::*;
     use loom::sync::atomic::{AtomicBool as LBool, AtomicUsize as LUsize};
+
+    /// Loom models no control page.
+    fn no_page() -> Option<(&'static std::sync::atomic::AtomicU32, u32)> {
+        None
+    }
     use loom::sync::Arc;
     use loom::thread;
 
@@ -457,20 +526,20 @@ mod tests {
                             return;
                         }
                         if target.load(Ordering::SeqCst) <= 1 {
-                            sleep.suspend(1, resume);
+                            sleep.suspend(1, resume, no_page);
                             continue;
                         }
                         let recheck =
                             || done.load(Ordering::SeqCst) || target.load(Ordering::SeqCst) <= 1;
                         if sleep.sleep(1, false, true, recheck) == Slept::Suspended {
-                            sleep.suspend(1, resume);
+                            sleep.suspend(1, resume, no_page);
                         }
                     }
                 })
             };
             // Lower the target (suspending the sleeper in place if it sleeps), raise it, finish.
             target.store(1, Ordering::SeqCst);
-            let _ = sleep.suspend_sleeper(1);
+            let _ = sleep.suspend_sleeper(1, true);
             target.store(2, Ordering::SeqCst);
             sleep.notify_worker(1);
             done.store(true, Ordering::SeqCst);
@@ -487,11 +556,48 @@ mod tests {
             let target = Arc::new(LBool::new(false));
             let w = {
                 let (sleep, target) = (sleep.clone(), target.clone());
-                thread::spawn(move || sleep.suspend(0, || target.load(Ordering::SeqCst)))
+                thread::spawn(move || sleep.suspend(0, || target.load(Ordering::SeqCst), no_page))
             };
             target.store(true, Ordering::SeqCst);
             sleep.notify_worker(0);
             w.join().unwrap();
+        });
+    }
+
+    /// A suspended worker applies the manager's page itself from its wait (`look`, outside
+    /// its mutex): the applier raises the target and notifies the worker — itself — while the
+    /// worker may be between reading its wake-up number and waiting. The page's futex wake
+    /// is modelled by `nudge_suspended` (it wakes a worker whose state is `Suspended`, as the
+    /// page word wakes a worker that read it before looking). The worker always resumes.
+    #[test]
+    fn loom_suspended_worker_applies_the_page_itself() {
+        loom::model(|| {
+            let sleep = Arc::new(Sleep::new(2));
+            let target = Arc::new(LUsize::new(1));
+            let page = Arc::new(LBool::new(false));
+            let w = {
+                let (sleep, target, page) = (sleep.clone(), target.clone(), page.clone());
+                thread::spawn(move || {
+                    let s2 = sleep.clone();
+                    sleep.suspend(
+                        1,
+                        || 1 < target.load(Ordering::SeqCst),
+                        || {
+                            // Apply the page (as `Watch::catch_up` would): raise, notify.
+                            if page.load(Ordering::SeqCst) && target.load(Ordering::SeqCst) < 2 {
+                                target.store(2, Ordering::SeqCst);
+                                s2.notify_worker(1);
+                            }
+                            no_page()
+                        },
+                    )
+                })
+            };
+            // The manager: publish, then wake the page's waiters.
+            page.store(true, Ordering::SeqCst);
+            sleep.nudge_suspended();
+            w.join().unwrap();
+            assert_eq!(target.load(Ordering::SeqCst), 2);
         });
     }
 }
