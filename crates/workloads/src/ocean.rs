@@ -4,7 +4,7 @@
 //!
 //! A red-black sweep updates every point of one colour from its four neighbours of the other
 //! colour, so the result is the same bit for bit whatever the number of participants, and the
-//! sequential [`reference`] reproduces it exactly.
+//! sequential [`reference()`] reproduces it exactly.
 
 use crate::pool::ThreadPool;
 use crate::team::{self, TeamStats};
