@@ -135,7 +135,8 @@ pub struct FaultStats {
 /// faults per node.
 ///
 /// The region's pages are made inaccessible by [`FaultSampler::arm_all`] (or
-/// [`FaultSampler::arm_sample`]); each one's first load or store then traps, is counted for the node the thread runs on, and the page is opened again.
+/// [`FaultSampler::arm_sample`]); each one's first load or store then traps, is counted for
+/// the node the thread runs on, and the page is opened again.
 /// Accesses made by the kernel on the program's behalf (e.g. `read(2)` into the buffer) do not
 /// trap but fail with `EFAULT` while a page is armed, so arm only memory that is accessed from
 /// user space. Dropping the sampler opens every page again.
