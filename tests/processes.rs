@@ -464,16 +464,11 @@ fn run_into_an_unknown_partition_is_refused() {
 
 /// The CPU mask of every thread of `pid`.
 fn thread_masks(pid: i32) -> Vec<(i32, String)> {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
+    use partita_manager::sys;
+    sys::threads(pid)
+        .unwrap_or_default()
         .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|tid| {
-            Some((
-                tid,
-                partita_manager::sys::get_affinity(tid).ok()?.to_string(),
-            ))
-        })
+        .filter_map(|tid| Some((tid, sys::get_affinity(tid).ok()?.to_string())))
         .collect()
 }
 

@@ -102,12 +102,7 @@ enum Mode {
 /// assert_eq!(narrowed(&set("0"), &set("1")), set("0"));
 /// ```
 pub fn narrowed(cpus: &CpuSet, own: &CpuSet) -> CpuSet {
-    let both: CpuSet = cpus.iter().filter(|&c| own.contains(c)).collect();
-    if both.is_empty() {
-        *cpus
-    } else {
-        both
-    }
+    cpus.narrowed(own)
 }
 
 /// Applies CPU sets and remembers what it changed, to undo it.

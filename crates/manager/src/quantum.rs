@@ -50,6 +50,22 @@ pub(crate) struct Bandwidth {
     top_ups: u64,
 }
 
+/// Partition `k`'s applications as the selection sees them, each with the rate `sample`
+/// gives it.
+fn members_of<'a>(
+    apps: impl Iterator<Item = &'a TickApp>,
+    k: usize,
+    sample: impl Fn(AppId) -> Option<f64>,
+) -> Vec<QuantumApp> {
+    apps.filter(|a| a.partition == k)
+        .map(|a| QuantumApp {
+            id: a.id,
+            threads: a.demand,
+            sample: sample(a.id),
+        })
+        .collect()
+}
+
 /// Slack added to `quantum_end` so a manager tick that is a little late does not make parked
 /// clients resume for a moment: a client resumes on its own only when the manager missed its
 /// tick by more than this.
@@ -159,19 +175,13 @@ impl Bandwidth {
         let mut ran = BTreeSet::new();
         let capacity = self.usable_capacity();
         for &k in &self.partitions {
-            let members: Vec<QuantumApp> = ours
-                .iter()
-                .filter(|a| a.partition == k)
-                .map(|a| QuantumApp {
-                    id: a.id,
-                    threads: a.demand,
-                    // Only a quantum in which it ran measures its rate.
-                    sample: measured
-                        .get(&a.id)
-                        .copied()
-                        .filter(|_| self.ran.contains(&a.id)),
-                })
-                .collect();
+            // Only a quantum in which it ran measures its rate.
+            let members = members_of(ours.iter().copied(), k, |id| {
+                measured
+                    .get(&id)
+                    .copied()
+                    .filter(|_| self.ran.contains(&id))
+            });
             let Some(capacity) = capacity else {
                 // Degraded: nobody is parked.
                 ran.extend(members.iter().map(|a| a.id));
@@ -223,15 +233,7 @@ impl Bandwidth {
             let Some(state) = self.states.get(&k) else {
                 continue;
             };
-            let members: Vec<QuantumApp> = apps
-                .iter()
-                .filter(|a| a.partition == k)
-                .map(|a| QuantumApp {
-                    id: a.id,
-                    threads: a.demand,
-                    sample: None,
-                })
-                .collect();
+            let members = members_of(apps.iter(), k, |_| None);
             if !members.iter().any(|a| self.parked.contains(&a.id)) {
                 continue;
             }

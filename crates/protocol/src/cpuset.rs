@@ -105,6 +105,28 @@ impl CpuSet {
         }
     }
 
+    /// The CPUs a process whose own mask is `own` may run on while its program is allocated
+    /// `self`: the allocated CPUs its mask allows, or all of them when it allows none. The one
+    /// rule of the manager (which narrows the process's threads) and of the runtime (which
+    /// pins its workers), so that the two never undo each other.
+    ///
+    /// ```
+    /// let set = |v: &[usize]| v.iter().copied().collect::<partita_protocol::CpuSet>();
+    /// assert_eq!(set(&[0, 1]).narrowed(&set(&[1, 2, 3])), set(&[1]));
+    /// assert_eq!(set(&[0]).narrowed(&set(&[1])), set(&[0]));
+    /// ```
+    pub fn narrowed(&self, own: &CpuSet) -> CpuSet {
+        let mut both = *self;
+        for (w, o) in both.words.iter_mut().zip(own.words.iter()) {
+            *w &= o;
+        }
+        if both.is_empty() {
+            *self
+        } else {
+            both
+        }
+    }
+
     /// Number of CPUs in the set.
     ///
     /// ```

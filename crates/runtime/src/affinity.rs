@@ -27,26 +27,17 @@ pub(crate) fn allowed_cpus() -> Vec<usize> {
     }
 }
 
-/// The CPUs a worker runs on while its pool is allocated `cpus` (`None`: no allocation):
-/// those its starting mask `allowed` allows; all of `cpus` when it allows none of them;
-/// `allowed` without an allocation (or an empty one). The manager's rule for every process it confines
-/// (`narrowed` in partita-manager; docs/design/manager.md, "No process escapes its
-/// program's allocation"): it decides where a program runs and narrows the process's threads
-/// there itself, so a pool that pinned back to its own mask would only fight it.
+/// The CPUs a worker runs on while its pool is allocated `cpus` (`None` or empty: no
+/// allocation, its starting mask `allowed`): [`partita_protocol::CpuSet::narrowed`], the manager's rule for
+/// every process it confines (docs/design/manager.md, "No process escapes its program's
+/// allocation") — it narrows the process's threads there itself, so a pool that pinned back
+/// to its own mask would only fight it.
 pub(crate) fn worker_cpus(cpus: Option<&[usize]>, allowed: &[usize]) -> Vec<usize> {
     let Some(cpus) = cpus.filter(|c| !c.is_empty()) else {
         return allowed.to_vec();
     };
-    let both: Vec<usize> = cpus
-        .iter()
-        .copied()
-        .filter(|c| allowed.contains(c))
-        .collect();
-    if both.is_empty() {
-        cpus.to_vec()
-    } else {
-        both
-    }
+    let set = |v: &[usize]| v.iter().copied().collect::<partita_protocol::CpuSet>();
+    set(cpus).narrowed(&set(allowed)).iter().collect()
 }
 
 /// Confine the calling thread to [`worker_cpus`]`(cpus, allowed)`. When that lies outside
@@ -56,6 +47,10 @@ pub(crate) fn pin_current_thread(
     cpus: Option<&[usize]>,
     allowed: &[usize],
 ) -> Result<(), AffinityError> {
+    // Out of the kernel's range is an error, not a CPU the allocation silently loses.
+    if let Some(&c) = cpus.into_iter().flatten().find(|&&c| c >= CpuSet::count()) {
+        return Err(AffinityError::OutOfRange(c));
+    }
     let wanted = worker_cpus(cpus, allowed);
     match set_current_thread(&wanted) {
         Err(AffinityError::Syscall(nix::Error::EINVAL))
