@@ -233,9 +233,6 @@ impl WorkerThread {
             // manager's grow resumes us without the client thread (`follow.rs`).
             || self.follow_while_suspended(),
         );
-        reg.control.active.fetch_add(1, Ordering::SeqCst);
-        control::hop!("resume", worker = self.index);
-        reg.ready.set_active(self.index, true);
         let since = reg.suspended_at[self.index].load(Ordering::Relaxed);
         let now = reg.started.elapsed().as_nanos() as u64;
         let spent = now.saturating_sub(since);
@@ -243,6 +240,10 @@ impl WorkerThread {
         if !self.should_suspend() {
             bump(&self.counters().unparks, 1);
         }
+        // The statistics first: whoever sees us counted active (SeqCst) then sees them too.
+        reg.control.active.fetch_add(1, Ordering::SeqCst);
+        control::hop!("resume", worker = self.index);
+        reg.ready.set_active(self.index, true);
         spent
     }
 }
