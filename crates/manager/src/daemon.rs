@@ -8,13 +8,14 @@
 pub mod harness;
 
 use crate::config::Config;
-use crate::enforce::Enforcer;
+use crate::enforce::{Enforcer, Prepared};
 use crate::limits::{AcceptBackoff, ConnLimits};
 use crate::proc_ref::ProcRef;
 use crate::realloc::{self, Doorbell};
 use crate::registry::{Peer, Registration, Registry, SampleRequest};
 use crate::status::Status;
 use crate::supervise::supervise;
+use crate::sys::SysError;
 use crate::{sys, Error};
 use partita_protocol::sys::{peer_cred, peer_pidfd, send_with_fd};
 use partita_protocol::wire::{
@@ -69,6 +70,24 @@ impl Shared {
     fn unless_stopped<R>(&self, change: impl FnOnce(&mut Enforcer) -> R) -> Option<R> {
         let mut enforcer = self.enforcer();
         (!self.doorbell.is_stopped()).then(|| change(&mut enforcer))
+    }
+
+    /// [`Enforcer::confine_uncontrolled`] with the cgroup write (which may wait seconds for
+    /// the kernel's RCU grace period) outside the enforcer's lock; `None` if the manager is
+    /// shutting down.
+    fn confine_uncontrolled(
+        &self,
+        partition: &str,
+        proc: &ProcRef,
+        cpus: &CpuSet,
+    ) -> Option<Result<CpuSet, SysError>> {
+        match self.unless_stopped(|e| e.prepare_uncontrolled(partition, proc, cpus))? {
+            Prepared::Done(r) => Some(r),
+            Prepared::Move(mv) => {
+                let written = mv.write();
+                self.unless_stopped(|e| e.finish_uncontrolled(mv, written))
+            }
+        }
     }
 
     /// Ask for a reallocation (coalesced; never waits).
@@ -577,7 +596,7 @@ async fn confine(
     tokio::task::spawn_blocking(move || {
         s.doorbell.wait_served(n);
         let (name, set) = s.lock().uncontrolled_set(k);
-        let applied = s.unless_stopped(|e| e.confine_uncontrolled(&name, &proc, &set));
+        let applied = s.confine_uncontrolled(&name, &proc, &set);
         let Some(applied) = applied else {
             s.lock().untrack(&[proc.pid()]);
             let why = "the manager is shutting down".to_string();

@@ -31,6 +31,9 @@ use partita_protocol::CpuSet;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+mod migrate;
+pub use migrate::{PendingMove, Prepared};
+
 /// How uncontrolled processes are confined.
 ///
 /// ```
@@ -128,6 +131,8 @@ pub struct Enforcer {
     managed: CpuSet,
     /// Every change above, persisted before it is made (none: nothing survives a SIGKILL).
     journal: Option<Journal>,
+    /// Closed by the restore, so no cgroup move written outside the lock comes after it.
+    move_gate: migrate::MoveGate,
 }
 
 impl Enforcer {
@@ -178,6 +183,7 @@ impl Enforcer {
             added_subtree: None,
             managed,
             journal: state_dir.map(Journal::new),
+            move_gate: Default::default(),
         }
     }
 
@@ -383,85 +389,6 @@ impl Enforcer {
         Ok(())
     }
 
-    /// Put `proc` into the partition's cgroup (creating it) with this CPU set if its own
-    /// cgroup contains the manager's (so it keeps its limits); otherwise set the affinity of
-    /// its threads and descendants. Returns the CPUs it may now use.
-    ///
-    /// ```
-    /// use partita_manager::{enforce::Enforcer, proc_ref::ProcRef, sys};
-    /// let mine = sys::get_affinity(0).unwrap();
-    /// let mut e = Enforcer::new(false, mine); // affinity mechanism
-    /// let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
-    /// let p = ProcRef::open(child.id() as i32).unwrap();
-    /// e.confine_uncontrolled("default", &p, &mine).unwrap();
-    /// e.restore_all();
-    /// child.kill().unwrap();
-    /// child.wait().unwrap();
-    /// ```
-    pub fn confine_uncontrolled(
-        &mut self,
-        partition: &str,
-        proc: &ProcRef,
-        cpus: &CpuSet,
-    ) -> Result<CpuSet, SysError> {
-        let root = match &self.confinement {
-            Confinement::Affinity => None,
-            Confinement::CgroupV1(r) | Confinement::CgroupV2(r) => Some(r.clone()),
-        };
-        let one = std::slice::from_ref(proc);
-        let (Some(root), Some(h)) = (root, self.hierarchy.clone()) else {
-            return self.confine_group(partition, one, cpus, Mode::Apply);
-        };
-        let mount = cgroup::mount_of(&h.own);
-        let origin = cgroup::cgroup_of(&h, &mount, proc.pid());
-        let Some(origin) = origin.filter(|o| root.starts_with(o)) else {
-            // Moving it would take it out of its own cgroup's limits: affinity instead.
-            return self.confine_group(partition, one, cpus, Mode::Apply);
-        };
-        match self.move_into(&root, partition, proc, cpus, origin) {
-            Ok(()) => Ok(*cpus),
-            Err(e) if proc.alive() => {
-                // A hierarchy that refuses (say, domain controllers delegated below the
-                // manager's cgroup): the process is still confined, by affinity.
-                tracing::warn!(pid = proc.pid(), error = %e, "cannot use the cpuset cgroup; confining by affinity");
-                self.confine_group(partition, one, cpus, Mode::Apply)
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Into the partition's cgroup (created with `cpus`), journalled before the move.
-    fn move_into(
-        &mut self,
-        root: &Path,
-        partition: &str,
-        proc: &ProcRef,
-        cpus: &CpuSet,
-        origin: PathBuf,
-    ) -> Result<(), SysError> {
-        let dir = self.partition_cgroup(root, partition)?;
-        self.set_cgroup_cpus(&dir, cpus)?;
-        if !proc.alive() {
-            return Err(SysError {
-                call: format!("write {}", dir.join("cgroup.procs").display()),
-                source: std::io::Error::from_raw_os_error(libc::ESRCH),
-            });
-        }
-        self.prune_dead();
-        if let Some(j) = &mut self.journal {
-            j.moved(proc, &origin);
-        }
-        let r = sys::write_file(&dir.join("cgroup.procs"), &proc.pid().to_string());
-        if let Err(e) = r {
-            if let Some(j) = &mut self.journal {
-                j.forget(proc.pid());
-            }
-            return Err(e);
-        }
-        self.moved.insert(proc.pid(), (proc.clone(), origin));
-        Ok(())
-    }
-
     /// Change the CPU set of a partition's uncontrolled processes: its cgroup's, and the
     /// affinity of those of `procs` that are not in it. An empty set leaves them where they
     /// are.
@@ -596,6 +523,9 @@ impl Enforcer {
     /// e.restore_all(); // nothing created yet: no-op
     /// ```
     pub fn restore_all(&mut self) {
+        // First, so that a cgroup move written outside the lock is made before this (and
+        // undone below) or not at all.
+        self.move_gate.close();
         self.groups.clear();
         self.adopt_unseen_children();
         for (_, o) in std::mem::take(&mut self.original) {
