@@ -16,12 +16,13 @@
 //! The copies are this executable re-run as `multiprogramming child …`; each checks that every
 //! task ran exactly once and exits non-zero otherwise, which fails the benchmark.
 
+#[path = "common/scope_loop.rs"]
+mod scope_loop;
+
 use clap::Parser;
 use partita_stats::median;
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use scope_loop::{child, copy, BoxError, ChildArgs, Shape};
+use std::time::Instant;
 
 /// Options (after `--` with `cargo bench`).
 #[derive(Debug, Clone, Parser)]
@@ -46,19 +47,6 @@ struct Args {
     bench: bool,
 }
 
-/// Options of one copy.
-#[derive(Debug, Parser)]
-struct ChildArgs {
-    #[arg(long)]
-    threads: usize,
-    #[arg(long)]
-    rounds: u64,
-    #[arg(long)]
-    tasks: u64,
-    #[arg(long)]
-    task_us: u64,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Mode {
     Uncontrolled,
@@ -77,8 +65,6 @@ impl Mode {
         }
     }
 }
-
-type BoxError = Box<dyn std::error::Error>;
 
 fn main() -> Result<(), BoxError> {
     let argv: Vec<String> = std::env::args().collect();
@@ -153,14 +139,15 @@ fn run_mode(mode: Mode, args: &Args, cpus: usize, tasks: u64) -> Result<f64, Box
     let exe = std::env::current_exe()?;
     let t0 = Instant::now();
     let mut children = Vec::new();
+    let shape = Shape {
+        threads,
+        rounds: args.rounds,
+        tasks,
+        task_us: args.task_us,
+    };
     for _ in 0..args.copies {
-        children.push(copy(
-            &exe,
-            threads,
-            args,
-            tasks,
-            manager.as_ref().map(|m| m.socket()),
-        )?);
+        let socket = manager.as_ref().map(|m| m.socket());
+        children.push(copy(&exe, shape, "scope-loop", socket, false)?);
     }
     let mut failed = None;
     for mut c in children {
@@ -178,59 +165,4 @@ fn run_mode(mode: Mode, args: &Args, cpus: usize, tasks: u64) -> Result<f64, Box
         Some(s) => Err(format!("{}: a copy failed ({s})", mode.name()).into()),
         None => Ok(makespan),
     }
-}
-
-fn copy(
-    exe: &Path,
-    threads: usize,
-    args: &Args,
-    tasks: u64,
-    socket: Option<&Path>,
-) -> Result<std::process::Child, BoxError> {
-    let mut c = Command::new(exe);
-    c.arg("child")
-        .args(["--threads", &threads.to_string()])
-        .args(["--rounds", &args.rounds.to_string()])
-        .args(["--tasks", &tasks.to_string()])
-        .args(["--task-us", &args.task_us.to_string()])
-        .env("PARTITA_NAME", "scope-loop")
-        .stdin(Stdio::null());
-    match socket {
-        Some(s) => c.env("PARTITA_SOCKET", s).env_remove("PARTITA"),
-        None => c.env("PARTITA", "off").env_remove("PARTITA_SOCKET"),
-    };
-    Ok(c.spawn()?)
-}
-
-fn spin(d: Duration) {
-    let t = Instant::now();
-    while t.elapsed() < d {
-        std::hint::spin_loop();
-    }
-}
-
-/// One copy: `rounds` scopes of `tasks` short tasks; every task must run exactly once.
-fn child(a: &ChildArgs) -> Result<(), BoxError> {
-    let pool = partita_runtime::ThreadPoolBuilder::new()
-        .num_threads(a.threads)
-        .build()?;
-    let ran = AtomicU64::new(0);
-    let work = Duration::from_micros(a.task_us);
-    for _ in 0..a.rounds {
-        pool.install(|| {
-            partita_runtime::scope(|s| {
-                for _ in 0..a.tasks {
-                    s.spawn(|_| {
-                        spin(work);
-                        ran.fetch_add(1, Ordering::Relaxed);
-                    });
-                }
-            })
-        });
-    }
-    let ran = ran.into_inner();
-    if ran != a.rounds * a.tasks {
-        return Err(format!("{ran} tasks ran, {} spawned", a.rounds * a.tasks).into());
-    }
-    Ok(())
 }
