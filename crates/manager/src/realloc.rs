@@ -18,6 +18,12 @@
 //!    affinities restored. Registrations, doorbells and status requests proceed meanwhile.
 //! 4. Rings that arrived during steps 2–3 are merged: the thread runs one more round that
 //!    covers all of them, however many there were.
+//! 5. A CPU revoked from a controlled application is handed to its new owner only once the
+//!    application has let go of it ([`handover`]): the plan publishes the lowered target at
+//!    once but keeps the CPU in the releasing application's page and affinity and out of
+//!    every other application's until its reported active workers are down to the target
+//!    (its runtime rings when its worker parks) or `handover_us` has passed; the plan's
+//!    [`Plan::recheck_at`] schedules a round at that deadline ([`Doorbell::schedule`]).
 //!
 //! Growth and revocation stay immediate: a ring while no round is in flight starts one at
 //! once, and a ring during a round is served right after it, with the demands of that
@@ -70,6 +76,8 @@ pub(crate) struct AppView {
     pub may_confine: bool,
     /// What its page says now: `(target, cpus)`, `None` before the first publish.
     pub published: Option<(u32, CpuSet)>,
+    /// The demand its page reports (its own, before the bandwidth policy parks it).
+    pub demand: u32,
     /// The active workers its page reports (`None`: cannot be read, so no hand-over).
     pub active: Option<u32>,
     /// When its pending revocation was published (monotonic ns; [`handover`]).

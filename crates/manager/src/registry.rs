@@ -531,6 +531,7 @@ impl Registry {
                 partition_only: app.partition_only,
                 may_confine: self.privileged || app.uid == self.euid,
                 published: app.published,
+                demand: app.page.app.demand.load(Ordering::Relaxed),
                 // A jobserver build's `active` counts tokens, not workers that park.
                 active: (!app.partition_only && !app.jobserver)
                     .then(|| app.page.app.active.load(Ordering::Relaxed)),

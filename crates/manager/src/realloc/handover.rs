@@ -15,8 +15,9 @@
 //! the next round hands it over.
 //!
 //! Never withheld: CPUs that were idle, CPUs of uncontrolled processes (whose sets follow
-//! the allocation at once), CPUs of applications whose active count cannot be read
-//! (partition-only and jobserver applications), anything when `D` is 0.
+//! the allocation at once), CPUs an application gave up itself (its own demand fell to what
+//! it gets: its workers are going idle), CPUs of applications whose active count cannot be
+//! read (partition-only and jobserver applications), anything when `D` is 0.
 
 use super::{AppView, PlanInput};
 use crate::alloc::{AllocOutput, AppId, MemberId};
@@ -78,7 +79,9 @@ pub(crate) fn transit(input: &PlanInput, allocation: &AllocOutput) -> Transit {
 }
 
 /// When `app`'s pending revocation was published, if it is releasing: controlled, its
-/// active count readable and above its allocated count, revoked (earlier, or by this round
+/// active count readable and above its allocated count, the CPUs taken from it (its own
+/// demand exceeds what it gets: a CPU it gave up itself, its demand having fallen, is
+/// handed over at once, as its workers are going idle), revoked (earlier, or by this round
 /// lowering its published target: then now), and the deadline not passed. A second
 /// lowering while one is pending keeps the first one's time: the deadline never moves out.
 fn releasing_since(app: &AppView, allocation: &AllocOutput, input: &PlanInput) -> Option<u64> {
@@ -88,7 +91,7 @@ fn releasing_since(app: &AppView, allocation: &AllocOutput, input: &PlanInput) -
     let active = app.active?;
     let (published_target, _) = app.published?;
     let (count, _) = allocated(allocation, app.id);
-    if active <= count {
+    if active <= count || app.demand <= count {
         return None;
     }
     let since = match app.revoked_at {

@@ -66,6 +66,7 @@ pub(super) fn state() -> impl Strategy<Value = PlanInput> {
                     partition_only: po,
                     may_confine: confinable,
                     published: was_published.then(|| (pool, [i % ncpu].into_iter().collect())),
+                    demand,
                     active,
                     revoked_at: None,
                 });

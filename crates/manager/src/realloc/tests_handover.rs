@@ -27,27 +27,34 @@ fn two_apps(uncontrolled: u32) -> PlanInput {
             pool_size: 2,
         });
     }
-    let view = |id, published: (u32, CpuSet), active| AppView {
+    let view = |id, published: (u32, CpuSet), active, demand| AppView {
         id,
         partition: 0,
         pool_size: 2,
         partition_only: false,
         may_confine: true,
         published: Some(published),
+        demand,
         active: Some(active),
         revoked_at: None,
     };
     PlanInput {
         alloc,
         apps: vec![
-            view(1, (0, CpuSet::new()), 0),
-            view(2, (2, set(&[0, 1])), 2),
+            view(1, (0, CpuSet::new()), 0, 0),
+            view(2, (2, set(&[0, 1])), 2, 2),
         ],
         managed: set(&[0, 1]),
         uncontrolled_sets: vec![CpuSet::new()],
         now_ns: 1_000_000_000,
         handover_ns: D,
     }
+}
+
+/// A's demand rises to 2 (its page's and the allocator's view).
+fn raise_a(input: &mut PlanInput) {
+    input.alloc.apps[0].demand = 2;
+    input.apps[0].demand = 2;
 }
 
 fn page(input: &PlanInput, id: AppId) -> (u32, CpuSet) {
@@ -77,7 +84,7 @@ fn set_active(input: &mut PlanInput, id: AppId, active: u32) {
 #[test]
 fn the_revoked_cpu_goes_to_its_new_owner_once_the_worker_parked() {
     let mut input = two_apps(0);
-    input.alloc.apps[0].demand = 2;
+    raise_a(&mut input);
     let mut history = History::default();
     let first = plan(&input, &mut history);
     apply_to(&mut input, &first);
@@ -115,7 +122,7 @@ fn the_revoked_cpu_goes_to_its_new_owner_once_the_worker_parked() {
 #[test]
 fn the_deadline_hands_the_cpu_over_anyway() {
     let mut input = two_apps(0);
-    input.alloc.apps[0].demand = 2;
+    raise_a(&mut input);
     let mut history = History::default();
     let first = plan(&input, &mut history);
     apply_to(&mut input, &first);
@@ -133,7 +140,7 @@ fn the_deadline_hands_the_cpu_over_anyway() {
 fn no_hand_over_when_off_or_unreadable() {
     for unreadable in [false, true] {
         let mut input = two_apps(0);
-        input.alloc.apps[0].demand = 2;
+        raise_a(&mut input);
         if unreadable {
             input.apps[1].active = None;
         } else {
@@ -145,6 +152,21 @@ fn no_hand_over_when_off_or_unreadable() {
         assert_eq!(page(&input, 2).1.len(), 1);
         assert!(p.revoked.is_empty() && p.recheck_at.is_none());
     }
+}
+
+/// A CPU the application gave up itself (its own demand fell to what it gets) goes at
+/// once, busy workers or not: only a CPU taken from an application is held back.
+#[test]
+fn a_cpu_given_up_goes_at_once() {
+    let mut input = two_apps(0);
+    raise_a(&mut input);
+    input.alloc.apps[1].demand = 1;
+    input.apps[1].demand = 1;
+    let p = plan(&input, &mut History::default());
+    apply_to(&mut input, &p);
+    assert_eq!(page(&input, 1).0, 1, "A got the CPU B gave up");
+    assert_eq!(page(&input, 2).1.len(), 1, "B narrowed at once");
+    assert!(p.revoked.is_empty());
 }
 
 /// An uncontrolled process gets the revoked CPU at once; the releasing application keeps
@@ -169,8 +191,9 @@ fn an_uncontrolled_process_is_never_kept_waiting() {
 }
 
 /// The CPUs a test-side application is letting go of while in transit, by the brief's
-/// definition: its target was lowered (now, or pending since `revoked_at`), its reported
-/// active workers exceed its new target, and the deadline has not passed.
+/// definition: its target was lowered (now, or pending since `revoked_at`) below its own
+/// demand, its reported active workers exceed its new target, and the deadline has not
+/// passed.
 fn in_transit(before: &AppView, input: &PlanInput, plan: &Plan) -> Option<(u64, CpuSet)> {
     if input.handover_ns == 0 || before.partition_only {
         return None;
@@ -185,12 +208,14 @@ fn in_transit(before: &AppView, input: &PlanInput, plan: &Plan) -> Option<(u64, 
     let since = before
         .revoked_at
         .or((count < old_target).then_some(input.now_ns))?;
-    (active > count && input.now_ns < since + input.handover_ns).then(|| {
-        (
-            since,
-            old_cpus.iter().filter(|&c| !set.contains(c)).collect(),
-        )
-    })
+    (active > count && before.demand > count && input.now_ns < since + input.handover_ns).then(
+        || {
+            (
+                since,
+                old_cpus.iter().filter(|&c| !set.contains(c)).collect(),
+            )
+        },
+    )
 }
 
 /// One round of the property: plan, check, apply.
@@ -274,6 +299,7 @@ proptest! {
             // count meets the target), time passes.
             for (i, a) in input.apps.iter_mut().enumerate() {
                 input.alloc.apps[i].demand = demands[i];
+                a.demand = demands[i];
                 if parks[i] && a.active.is_some() {
                     a.active = a.published.map(|p| p.0);
                 }
