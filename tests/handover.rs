@@ -56,10 +56,13 @@ fn revoke_from_x(x_task_us: u64) -> (u64, u64, u64) {
     let from_x = x.line_count();
     y.send("demand 2");
     let (_, set) = y
-        .wait_line(from_y, Duration::from_secs(5), |l| l.starts_with("demand-set"))
+        .wait_line(from_y, Duration::from_secs(5), |l| {
+            l.starts_with("demand-set")
+        })
         .expect("Y did not set its demand");
     let t0 = field(&set, "t").unwrap();
-    let (_, y_resumed) = active_at(&y, from_y, 1, Duration::from_secs(10)).expect("Y never got a CPU");
+    let (_, y_resumed) =
+        active_at(&y, from_y, 1, Duration::from_secs(10)).expect("Y never got a CPU");
     let (_, x_parked) = active_at(&x, from_x, 1, Duration::from_secs(10)).expect("X never shrank");
     (t0, x_parked, y_resumed)
 }

@@ -169,6 +169,32 @@ fn a_cpu_given_up_goes_at_once() {
     assert!(p.revoked.is_empty());
 }
 
+/// The bandwidth policy parks an application by zeroing the demand the allocator sees, not
+/// its own: its CPUs are taken from it, so a quantum switch gets the hand-over too.
+#[test]
+fn a_quantum_switch_hands_over_too() {
+    let mut input = two_apps(0);
+    raise_a(&mut input);
+    input.alloc.apps[1].demand = 0; // B parked for a quantum; its page still says 2.
+    let mut history = History::default();
+    let p = plan(&input, &mut history);
+    apply_to(&mut input, &p);
+    assert_eq!(
+        page(&input, 2),
+        (0, set(&[0, 1])),
+        "B parks, keeping its CPUs"
+    );
+    assert_eq!(page(&input, 1).0, 0, "A waits for them");
+    set_active(&mut input, 2, 0);
+    let handed = plan(&input, &mut history);
+    apply_to(&mut input, &handed);
+    assert_eq!(
+        page(&input, 1),
+        (2, set(&[0, 1])),
+        "A gets both once B parked"
+    );
+}
+
 /// An uncontrolled process gets the revoked CPU at once; the releasing application keeps
 /// it in its affinity until its worker parks.
 #[test]
