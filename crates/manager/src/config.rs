@@ -660,10 +660,17 @@ mod tests {
             ),
             ("[bandwidth]\nsources = [\"pmu\"]", "bandwidth.sources[0]"),
             ("[bandwidth]\nquantum = 5", "quantum"),
+            ("handover_us = 100001", "handover_us"),
+            ("handover_us = -1", "handover_us"),
         ];
         for (text, key) in cases {
             let e = Config::from_toml_str(text).unwrap_err().to_string();
             assert!(e.contains(key), "{text:?} -> {e}");
+        }
+        // 0 turns the hand-over off; the longest accepted is 100 ms.
+        for us in [0, MAX_HANDOVER_US] {
+            let c = Config::from_toml_str(&format!("handover_us = {us}")).unwrap();
+            assert_eq!(c.handover_us, us);
         }
     }
 
