@@ -1,6 +1,7 @@
 //! End-to-end reaction: one process changes its demand, another process's workers adjust.
 //!
-//! `cargo run --release --example reaction [ROUNDS] [--task-us N]`
+//! `cargo run --release --example reaction [ROUNDS] [--task-us N] [--manager KEY=VALUE]...`
+//! (`--manager` adds a manager setting in TOML, e.g. `--manager handover_us=0`)
 //!
 //! A manager runs in this process (the daemon code on its own thread, as `partita serve`
 //! would run it); two applications built on partita-runtime run as separate processes (this
@@ -18,7 +19,9 @@
 //! wakes and sets the target → B's worker acts. "Reaction" is `set_demand` → B's target set
 //! (the manager's and the protocol's part); "end to end" adds B's worker acting on it: a
 //! futex wake when growing, and when shrinking the wait for the worker's next safe point,
-//! which only a task's end gives. The probe's tasks are rounds of `join(scope of four 500 µs
+//! which only a task's end gives. The shrink's breakdown also times A's side: `set_demand`
+//! → A's worker resuming on the CPU B gives up (its grant, which the manager's revocation
+//! hand-over holds until B's worker has parked or the hand-over deadline passed). The probe's tasks are rounds of `join(scope of four 500 µs
 //! spins, fib(18))`; the worker that must park may be inside the root of such a round, so
 //! the safe-point wait is up to a round (≈ 1–1.5 ms) and is the application's granularity,
 //! not the manager's speed. The tasks are not shortened to flatter the number: the default
@@ -66,8 +69,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .ok_or("--task-us needs a positive number of microseconds")?,
         None => 500,
     };
+    // `--manager KEY=VALUE` (repeatable): manager settings in TOML, e.g. `handover_us=0`.
+    let extra: Vec<&str> = args
+        .windows(2)
+        .filter(|w| w[0] == "--manager")
+        .map(|w| w[1].as_str())
+        .collect();
     hops::install();
-    let run = across_processes(rounds, task_us)?;
+    let run = across_processes(rounds, task_us, &extra)?;
     let (base_grow, base_shrink) = in_process(rounds, task_us)?;
     println!(
         "probe tasks: {task_us} µs spins (rounds of join(scope of 4 spins, fib(18))){}",
@@ -104,14 +113,21 @@ struct Run {
 
 /// Latencies (µs) from A's demand change to B's workers changing, through the manager, and
 /// the hop stamps of every process.
-fn across_processes(rounds: usize, task_us: u64) -> Result<Run, Box<dyn std::error::Error>> {
+fn across_processes(
+    rounds: usize,
+    task_us: u64,
+    extra: &[&str],
+) -> Result<Run, Box<dyn std::error::Error>> {
     let dir = std::env::temp_dir().join(format!("partita-reaction-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let socket = dir.join("m.sock");
-    let cfg = partita_manager::Config {
-        uncontrolled: partita_manager::config::Uncontrolled::Tracked,
-        ..Default::default()
-    };
+    let mut toml = String::from("uncontrolled = \"tracked\"\n");
+    for kv in extra {
+        toml.push_str(kv);
+        toml.push('\n');
+        println!("manager setting: {kv}");
+    }
+    let cfg = partita_manager::Config::from_toml_str(&toml)?;
     let mgr = partita_manager::spawn_in_process(cfg, socket.clone())?;
 
     let (mut a, a_rx) = spawn_probe(&socket, "A", task_us)?;
@@ -532,6 +548,8 @@ mod breakdown {
         by_worker: usize,
         /// Rounds the manager ran on the doorbell's own thread (no reallocator wake-up).
         inline: usize,
+        /// A's side: `set_demand` -> A's first worker resuming (its grant; shrink rounds).
+        a_grant: Vec<f64>,
     }
 
     fn collect(run: &Run, grow: bool) -> Case {
@@ -544,6 +562,7 @@ mod breakdown {
             held: 0,
             by_worker: 0,
             inline: 0,
+            a_grant: Vec::new(),
         };
         for (i, r) in run
             .rounds
@@ -552,6 +571,11 @@ mod breakdown {
             .filter(|(_, r)| r.grow == grow)
         {
             let until = run.rounds.get(i + 1).map_or(u64::MAX, |n| n.t0);
+            if !grow {
+                if let Some(s) = first(&run.a, "resume", r.t0, until, |_| true) {
+                    c.a_grant.push((s.t - r.t0) as f64 / 1e3);
+                }
+            }
             let ends = match chain(r, until, run, run.a_pid) {
                 Ok(e) => e,
                 Err(k) => {
@@ -637,6 +661,19 @@ mod breakdown {
                 ("end to end: set_demand -> worker acts", &c.totals),
             ] {
                 line(name, v, slow_mean(&|i| v[i]));
+            }
+            if !c.a_grant.is_empty() {
+                // A's grant is the CPU B gives up: with the manager's hand-over it waits
+                // for B's worker to park (or for the hand-over deadline).
+                let name = "A's grant: set_demand -> A's worker resumes";
+                let mut v = c.a_grant.clone();
+                v.sort_by(|x, y| y.total_cmp(x));
+                let slow = &v[..v.len().div_ceil(20)];
+                line(
+                    name,
+                    &c.a_grant,
+                    slow.iter().sum::<f64>() / slow.len() as f64,
+                );
             }
             println!();
         }

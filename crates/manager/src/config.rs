@@ -7,6 +7,7 @@
 //! hello_timeout_ms = 2000     # a client that says nothing is dropped after this
 //! realloc_period_ms = 300     # Tucker: reallocation / rotation period
 //! sample_period_ms = 50       # runnable-thread sampling of uncontrolled processes
+//! handover_us = 2000          # a revoked CPU waits at most this for its worker to park (0: off)
 //! uncontrolled = "system"     # or "tracked": only processes started with `partita run`
 //! cgroups = true              # confine uncontrolled processes with cpuset cgroups when possible
 //! max_connections = 4160      # open connections at once (the fd limit is raised to fit)
@@ -305,6 +306,12 @@ impl Default for BandwidthConfig {
     }
 }
 
+/// The default revocation hand-over deadline (µs), chosen by measurement
+/// (docs/bench/manager.md, "Revocation hand-over").
+pub const DEFAULT_HANDOVER_US: u64 = 2000;
+/// The longest hand-over deadline accepted (µs).
+pub const MAX_HANDOVER_US: u64 = 100_000;
+
 /// The manager's configuration.
 ///
 /// ```
@@ -327,6 +334,10 @@ pub struct Config {
     pub realloc_period_ms: u64,
     /// Sampling period of runnable threads of uncontrolled processes.
     pub sample_period_ms: u64,
+    /// The revocation hand-over's deadline (µs): a CPU revoked from a controlled application
+    /// goes to its new owner once the application's active workers are down to its target,
+    /// or this long after the revocation was published. 0: at once (no hand-over).
+    pub handover_us: u64,
     /// Source of the default partition's demand.
     pub uncontrolled: Uncontrolled,
     /// Use cpuset cgroups for uncontrolled processes when possible.
@@ -357,6 +368,7 @@ impl Default for Config {
             hello_timeout_ms: 2000,
             realloc_period_ms: 300,
             sample_period_ms: 50,
+            handover_us: DEFAULT_HANDOVER_US,
             uncontrolled: Uncontrolled::System,
             cgroups: true,
             cpus: String::new(),
@@ -474,6 +486,13 @@ impl Config {
         }
         if self.sample_period_ms == 0 {
             return Err(bad("sample_period_ms", 0, "must be positive"));
+        }
+        if self.handover_us > MAX_HANDOVER_US {
+            return Err(bad(
+                "handover_us",
+                self.handover_us,
+                "must be at most 100000 (100 ms): a longer hand-over would starve the new owner",
+            ));
         }
         let u = &self.usage_decay;
         if !(u.c > 0.0 && u.c <= 1.0) {
@@ -641,10 +660,17 @@ mod tests {
             ),
             ("[bandwidth]\nsources = [\"pmu\"]", "bandwidth.sources[0]"),
             ("[bandwidth]\nquantum = 5", "quantum"),
+            ("handover_us = 100001", "handover_us"),
+            ("handover_us = -1", "handover_us"),
         ];
         for (text, key) in cases {
             let e = Config::from_toml_str(text).unwrap_err().to_string();
             assert!(e.contains(key), "{text:?} -> {e}");
+        }
+        // 0 turns the hand-over off; the longest accepted is 100 ms.
+        for us in [0, MAX_HANDOVER_US] {
+            let c = Config::from_toml_str(&format!("handover_us = {us}")).unwrap();
+            assert_eq!(c.handover_us, us);
         }
     }
 

@@ -122,8 +122,11 @@ impl Shared {
         // The enforcer's lock is held from before planning until the batch is applied, so a
         // status snapshot (taken under it too) never shows an allocation whose affinities
         // and cgroups are still being changed.
-        let batch = self.lock().plan();
+        let mut batch = self.lock().plan();
         realloc::hop!("planned");
+        if let Some(at) = batch.recheck_at.take() {
+            self.doorbell.schedule(realloc::instant_at(at));
+        }
         realloc::apply(batch, &mut enforcer);
         realloc::hop!("applied");
     }

@@ -18,6 +18,12 @@
 //!    affinities restored. Registrations, doorbells and status requests proceed meanwhile.
 //! 4. Rings that arrived during steps 2–3 are merged: the thread runs one more round that
 //!    covers all of them, however many there were.
+//! 5. A CPU revoked from a controlled application is handed to its new owner only once the
+//!    application has let go of it ([`handover`]): the plan publishes the lowered target at
+//!    once but keeps the CPU in the releasing application's page and affinity and out of
+//!    every other application's until its reported active workers are down to the target
+//!    (its runtime rings when its worker parks) or `handover_us` has passed; the plan's
+//!    [`Plan::recheck_at`] schedules a round at that deadline ([`Doorbell::schedule`]).
 //!
 //! Growth and revocation stay immediate: a ring while no round is in flight starts one at
 //! once, and a ring during a round is served right after it, with the demands of that
@@ -37,6 +43,7 @@ use crate::enforce::Enforcer;
 use crate::proc_ref::ProcRef;
 use partita_protocol::page::PageMap;
 use partita_protocol::CpuSet;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -69,6 +76,12 @@ pub(crate) struct AppView {
     pub may_confine: bool,
     /// What its page says now: `(target, cpus)`, `None` before the first publish.
     pub published: Option<(u32, CpuSet)>,
+    /// The demand its page reports (its own, before the bandwidth policy parks it).
+    pub demand: u32,
+    /// The active workers its page reports (`None`: cannot be read, so no hand-over).
+    pub active: Option<u32>,
+    /// When its pending revocation was published (monotonic ns; [`handover`]).
+    pub revoked_at: Option<u64>,
 }
 
 /// The input of [`plan`].
@@ -82,6 +95,10 @@ pub(crate) struct PlanInput {
     pub managed: CpuSet,
     /// Per partition, the CPU set its uncontrolled processes are confined to now.
     pub uncontrolled_sets: Vec<CpuSet>,
+    /// Now (monotonic ns).
+    pub now_ns: u64,
+    /// The hand-over deadline `D` (ns; 0: no hand-over, revoked CPUs move at once).
+    pub handover_ns: u64,
 }
 
 /// One change to the world.
@@ -119,6 +136,11 @@ pub(crate) struct Plan {
     pub allocation: AllocOutput,
     /// What to change, in order.
     pub effects: Vec<Effect>,
+    /// The applications releasing CPUs after this plan, with when their revocation was
+    /// published (the next plan's [`AppView::revoked_at`]; absent: none pending).
+    pub revoked: BTreeMap<AppId, u64>,
+    /// When a round must run to hand over CPUs whose deadline passes (monotonic ns).
+    pub recheck_at: Option<u64>,
 }
 
 /// Compute the allocation and the effects that apply it. Pure: the only state it changes is
@@ -144,8 +166,9 @@ pub(crate) fn plan(input: &PlanInput, history: &mut History) -> Plan {
             s.union_with(set);
         }
     }
+    let transit = handover::transit(input, &allocation);
     for app in &input.apps {
-        let (target, cpus) = desired(app, &allocation, &partition_sets, input.managed);
+        let (target, cpus) = desired(app, &allocation, &partition_sets, input.managed, &transit);
         if app.published == Some((target, cpus)) {
             continue;
         }
@@ -171,40 +194,40 @@ pub(crate) fn plan(input: &PlanInput, history: &mut History) -> Plan {
     Plan {
         allocation,
         effects,
+        recheck_at: transit.deadline(input.handover_ns),
+        revoked: transit
+            .releasing
+            .iter()
+            .map(|(&id, &(t, _))| (id, t))
+            .collect(),
     }
 }
 
-/// What an application's page should say under `allocation`.
+/// What an application's page should say under `allocation` (a controlled one's, with the
+/// hand-over: [`handover::controlled_page`]).
 fn desired(
     app: &AppView,
     allocation: &AllocOutput,
     partition_sets: &[CpuSet],
     managed: CpuSet,
+    transit: &handover::Transit,
 ) -> (u32, CpuSet) {
-    let (count, set) = allocation
-        .members
-        .get(&MemberId::App(app.id))
-        .copied()
-        .unwrap_or((0, CpuSet::new()));
-    if app.partition_only {
-        let union = partition_sets
-            .get(app.partition)
-            .copied()
-            .unwrap_or_default();
-        let cpus = if !set.is_empty() {
-            set
-        } else if !union.is_empty() {
-            union
-        } else {
-            managed
-        };
-        (app.pool_size, cpus)
-    } else if count == 0 {
-        // A zero quantum: workers suspend; keep the previous confinement.
-        (0, app.published.map_or(CpuSet::new(), |p| p.1))
-    } else {
-        (count, set)
+    if !app.partition_only {
+        return handover::controlled_page(app, allocation, transit);
     }
+    let (_, set) = handover::allocated(allocation, app.id);
+    let union = partition_sets
+        .get(app.partition)
+        .copied()
+        .unwrap_or_default();
+    let cpus = if !set.is_empty() {
+        set
+    } else if !union.is_empty() {
+        union
+    } else {
+        managed
+    };
+    (app.pool_size, cpus)
 }
 
 /// A plan's effects resolved to what applying them needs, built under the registry's lock.
@@ -218,6 +241,9 @@ pub(crate) struct Batch {
     pub uncontrolled: Vec<(String, Vec<ProcRef>, CpuSet)>,
     /// Departed applications' processes: restore their affinity if they still run.
     pub restore: Vec<ProcRef>,
+    /// When the next round must run even if nothing rings: a hand-over deadline
+    /// (monotonic ns).
+    pub recheck_at: Option<u64>,
 }
 
 /// Apply a batch outside the registry's lock. Errors are logged: a process that exited or
@@ -254,6 +280,13 @@ pub(crate) fn apply(batch: Batch, enforcer: &mut Enforcer) {
             enforcer.forget_dead();
         }
     }
+}
+
+/// The `Instant` of a monotonic-clock time in ns (both are `CLOCK_MONOTONIC`; a past time
+/// is now).
+pub(crate) fn instant_at(ns: u64) -> Instant {
+    let now = partita_protocol::page::monotonic_ns();
+    Instant::now() + Duration::from_nanos(ns.saturating_sub(now))
 }
 
 /// The order in which to publish `(before, after)` targets: lowered targets first, then the
@@ -293,6 +326,20 @@ struct Bell {
     started: Option<Instant>,
     /// When the last round finished and how long it took.
     last: Option<(Instant, Duration)>,
+    /// A round must start by then even if nothing rings (a hand-over deadline); a round
+    /// that starts at or after it covers it.
+    timer: Option<Instant>,
+}
+
+impl Bell {
+    /// A round starts now: it covers a timer that has come.
+    fn start(&mut self, now: Instant) {
+        self.in_flight = true;
+        self.started = Some(now);
+        if self.timer.is_some_and(|t| t <= now) {
+            self.timer = None;
+        }
+    }
 }
 
 /// A caller may run a round itself only if the last one finished at least this long ago
@@ -302,10 +349,13 @@ pub(crate) const CLAIM_QUIET: Duration = Duration::from_millis(1);
 pub(crate) const CLAIM_MAX_ROUND: Duration = Duration::from_micros(300);
 
 /// Whether a ringer may run the round itself at `now`, given when the last round finished
-/// and how long it took (`None`: no round yet).
-pub(crate) fn may_claim(last: Option<(Instant, Duration)>, now: Instant) -> bool {
+/// and how long it took (`None`: no round yet), and whether a hand-over is pending (a round
+/// is scheduled at its deadline): then the ring is most likely the releasing application's
+/// worker that parked, and its CPU's new owner waits for this round, so the quiet spell is
+/// not required.
+pub(crate) fn may_claim(last: Option<(Instant, Duration)>, now: Instant, handover: bool) -> bool {
     last.is_none_or(|(end, took)| {
-        now.saturating_duration_since(end) >= CLAIM_QUIET && took <= CLAIM_MAX_ROUND
+        (handover || now.saturating_duration_since(end) >= CLAIM_QUIET) && took <= CLAIM_MAX_ROUND
     })
 }
 
@@ -359,9 +409,8 @@ impl Doorbell {
         let mut b = self.bell();
         b.requested += 1;
         let now = Instant::now();
-        if !b.in_flight && !b.stop && may_claim(b.last, now) {
-            b.in_flight = true;
-            b.started = Some(now);
+        if !b.in_flight && !b.stop && may_claim(b.last, now, b.timer.is_some()) {
+            b.start(now);
             return Some(Claim {
                 bell: self,
                 covered: b.requested,
@@ -396,19 +445,37 @@ impl Doorbell {
         self.changed.notify_all();
     }
 
-    /// The reallocator's side: wait for unserved rings and no round in flight; the ring
-    /// number a round started now covers, or `None` when stopped.
+    /// Run a round at `at` at the latest, even if nothing rings (the earliest of the
+    /// scheduled times counts).
+    pub(crate) fn schedule(&self, at: Instant) {
+        let mut b = self.bell();
+        b.timer = Some(b.timer.map_or(at, |t| t.min(at)));
+        self.changed.notify_all();
+    }
+
+    /// The reallocator's side: wait for unserved rings (or a scheduled time that has come)
+    /// and no round in flight; the ring number a round started now covers, or `None` when
+    /// stopped.
     fn next(&self) -> Option<u64> {
         let mut b = self.bell();
-        while (b.requested == b.served || b.in_flight) && !b.stop {
-            b = self.changed.wait(b).unwrap_or_else(|p| p.into_inner());
+        loop {
+            if b.stop {
+                return None;
+            }
+            let now = Instant::now();
+            let due = b.timer.is_some_and(|t| t <= now);
+            if !b.in_flight && (b.requested != b.served || due) {
+                b.start(now);
+                return Some(b.requested);
+            }
+            b = match b.timer {
+                Some(t) if !b.in_flight && t > now => {
+                    let r = self.changed.wait_timeout(b, t - now);
+                    r.map_or_else(|p| p.into_inner().0, |r| r.0)
+                }
+                _ => self.changed.wait(b).unwrap_or_else(|p| p.into_inner()),
+            };
         }
-        if b.stop {
-            return None;
-        }
-        b.in_flight = true;
-        b.started = Some(Instant::now());
-        Some(b.requested)
     }
 
     fn finished(&self, covered: u64) {
@@ -457,5 +524,8 @@ pub(crate) fn spawn(
         })
 }
 
+pub(crate) mod handover;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_handover;

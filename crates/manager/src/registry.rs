@@ -43,6 +43,8 @@ struct App {
     jobserver: bool,
     page: Arc<PageMap>,
     published: Option<(u32, CpuSet)>,
+    /// When its pending revocation was published (monotonic ns; `realloc::handover`).
+    revoked_at: Option<u64>,
 }
 
 /// A process started with `partita run`.
@@ -390,6 +392,7 @@ impl Registry {
                 jobserver: req.jobserver,
                 page: Arc::new(page),
                 published: None,
+                revoked_at: None,
             },
         );
         Ok(id)
@@ -445,8 +448,12 @@ impl Registry {
         self.reallocations += 1;
         let mut batch = Batch {
             restore: std::mem::take(&mut self.departed),
+            recheck_at: plan.recheck_at,
             ..Batch::default()
         };
+        for a in self.apps.values_mut() {
+            a.revoked_at = plan.revoked.get(&a.id).copied();
+        }
         for effect in plan.effects {
             match effect {
                 Effect::Publish { app, target, cpus } => {
@@ -524,6 +531,11 @@ impl Registry {
                 partition_only: app.partition_only,
                 may_confine: self.privileged || app.uid == self.euid,
                 published: app.published,
+                demand: app.page.app.demand.load(Ordering::Relaxed),
+                // A jobserver build's `active` counts tokens, not workers that park.
+                active: (!app.partition_only && !app.jobserver)
+                    .then(|| app.page.app.active.load(Ordering::Relaxed)),
+                revoked_at: app.revoked_at,
             });
         }
         PlanInput {
@@ -531,6 +543,8 @@ impl Registry {
             apps,
             managed: self.managed,
             uncontrolled_sets: self.uncontrolled_sets.clone(),
+            now_ns: monotonic_ns(),
+            handover_ns: self.config.handover_us.saturating_mul(1000),
         }
     }
 

@@ -9,8 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 
 /// A random manager state: CPUs, partitions with policies, applications with demands, some
-/// partition-only, some already published, some not confinable; uncontrolled demand.
-fn state() -> impl Strategy<Value = PlanInput> {
+/// partition-only, some already published, some not confinable, some reporting active
+/// workers; uncontrolled demand. No hand-over (`handover_ns` 0) and none pending.
+pub(super) fn state() -> impl Strategy<Value = PlanInput> {
     (
         1usize..24,
         1usize..4,
@@ -22,6 +23,7 @@ fn state() -> impl Strategy<Value = PlanInput> {
                 any::<bool>(),
                 any::<bool>(),
                 any::<bool>(),
+                prop::option::of(0u32..10),
             ),
             0..12,
         ),
@@ -46,7 +48,7 @@ fn state() -> impl Strategy<Value = PlanInput> {
             let mut alloc = AllocInput::new((0..ncpu).collect(), parts);
             alloc.uncontrolled = unc[..np].to_vec();
             let mut views = Vec::new();
-            for (i, (k, demand, pool, po, confinable, was_published)) in
+            for (i, (k, demand, pool, po, confinable, was_published, active)) in
                 apps.into_iter().enumerate()
             {
                 let id = i as AppId + 1;
@@ -64,6 +66,9 @@ fn state() -> impl Strategy<Value = PlanInput> {
                     partition_only: po,
                     may_confine: confinable,
                     published: was_published.then(|| (pool, [i % ncpu].into_iter().collect())),
+                    demand,
+                    active,
+                    revoked_at: None,
                 });
             }
             PlanInput {
@@ -71,12 +76,17 @@ fn state() -> impl Strategy<Value = PlanInput> {
                 apps: views,
                 managed: (0..ncpu).collect(),
                 uncontrolled_sets: vec![CpuSet::new(); np],
+                now_ns: 1_000_000_000,
+                handover_ns: 0,
             }
         })
 }
 
 /// Apply a plan's effects to the plain-data state, as `Registry::plan` does to its own.
-fn apply_to(input: &mut PlanInput, plan: &Plan) {
+pub(super) fn apply_to(input: &mut PlanInput, plan: &Plan) {
+    for a in &mut input.apps {
+        a.revoked_at = plan.revoked.get(&a.id).copied();
+    }
     for e in &plan.effects {
         match *e {
             Effect::Publish { app, target, cpus } => {
@@ -93,12 +103,14 @@ proptest! {
     /// Applying plan(state) gives the allocation: every controlled application's page says
     /// its allocated count and set (or a zero quantum on its previous set); a partition-only
     /// one keeps its pool size on a non-empty set of managed CPUs; affinity is changed only
-    /// for confinable applications whose set changed; the uncontrolled sets follow.
+    /// for confinable applications whose set changed; the uncontrolled sets follow. With no
+    /// hand-over (`handover_ns` 0) nothing is withheld, whatever the active counts.
     #[test]
     fn applying_the_plan_gives_the_allocation(mut input in state()) {
         let before: BTreeMap<AppId, Option<(u32, CpuSet)>> =
             input.apps.iter().map(|a| (a.id, a.published)).collect();
         let plan = plan(&input, &mut History::default());
+        prop_assert!(plan.revoked.is_empty() && plan.recheck_at.is_none());
         apply_to(&mut input, &plan);
         for a in &input.apps {
             let (count, set) = plan.allocation.members.get(&MemberId::App(a.id)).copied()
@@ -238,6 +250,37 @@ fn a_ring_is_served_by_a_round_that_starts_after_it() {
 }
 
 #[test]
+fn a_scheduled_round_runs_without_a_ring_and_a_round_covers_it() {
+    let (bell, rounds, worker) = counting_reallocator();
+    bell.schedule(std::time::Instant::now() + std::time::Duration::from_millis(5));
+    // No ring: the thread runs one round when the time comes (generous bound: counts only).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while rounds.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(
+        rounds.load(Ordering::SeqCst),
+        1,
+        "the scheduled round did not run"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    assert_eq!(
+        rounds.load(Ordering::SeqCst),
+        1,
+        "a timer runs one round, once"
+    );
+    // A time already passed is served at once; a ring in between covers it.
+    let n = bell.ring();
+    bell.schedule(std::time::Instant::now());
+    bell.wait_served(n);
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    assert!(rounds.load(Ordering::SeqCst) <= 3);
+    assert!(rounds.load(Ordering::SeqCst) >= 2);
+    bell.stop();
+    worker.join().unwrap();
+}
+
+#[test]
 fn revocations_are_published_first() {
     // (before, after): a grant, a revocation, an unchanged target, another revocation.
     let order = revocations_first(&[(1, 2), (2, 1), (1, 1), (3, 0)]);
@@ -324,16 +367,26 @@ fn claims_only_after_a_quiet_spell_and_a_short_round() {
     use std::time::{Duration, Instant};
     let end = Instant::now();
     let short = CLAIM_MAX_ROUND;
-    assert!(may_claim(None, end), "the first round");
-    assert!(may_claim(Some((end, short)), end + CLAIM_QUIET));
+    assert!(may_claim(None, end, false), "the first round");
+    assert!(may_claim(Some((end, short)), end + CLAIM_QUIET, false));
     assert!(!may_claim(
         Some((end, short)),
-        end + CLAIM_QUIET - Duration::from_nanos(1)
+        end + CLAIM_QUIET - Duration::from_nanos(1),
+        false
     ));
-    assert!(!may_claim(Some((end, short)), end), "right after a round");
-    let long = CLAIM_MAX_ROUND + Duration::from_nanos(1);
     assert!(
-        !may_claim(Some((end, long)), end + CLAIM_QUIET * 100),
-        "a long round"
+        !may_claim(Some((end, short)), end, false),
+        "right after a round"
     );
+    assert!(
+        may_claim(Some((end, short)), end, true),
+        "a hand-over's ring right after a round"
+    );
+    let long = CLAIM_MAX_ROUND + Duration::from_nanos(1);
+    for handover in [false, true] {
+        assert!(
+            !may_claim(Some((end, long)), end + CLAIM_QUIET * 100, handover),
+            "a long round"
+        );
+    }
 }

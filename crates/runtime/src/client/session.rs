@@ -169,6 +169,29 @@ impl Doorbell for Bell {
             self.broken.store(true, Ordering::Relaxed);
         }
     }
+
+    /// Called by a worker that parked (or by the thread that parked it in place). The page
+    /// first: the doorbell only says "look at the page".
+    fn parked(&self, active: u32, at_target: bool) {
+        self.page.app.active.store(active, Ordering::Relaxed);
+        if at_target && self.ring_parked().is_err() {
+            self.broken.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Bell {
+    /// Ring for a hand-over: not rate-bounded (one ring per lowered target, and the manager
+    /// waits for it before it grants the CPU) and not counted as a demand ring.
+    fn ring_parked(&self) -> std::io::Result<()> {
+        crate::control::hop!("ring_parked");
+        match (&self.stream).write(&self.ring) {
+            Ok(_) => Ok(()),
+            // A full buffer: the manager hands the CPU over at its deadline instead.
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
 }
 
 impl Watch for Bell {

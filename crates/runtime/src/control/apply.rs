@@ -100,8 +100,9 @@ impl Registry {
         // Relaxed: read back only by this worker when it resumes (a statistic).
         self.suspended_at[index].store(self.started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         // `active` is reported, never used to decide a wake or a suspension.
-        self.control.active.fetch_sub(1, Ordering::SeqCst);
+        let active = self.control.active.fetch_sub(1, Ordering::SeqCst) - 1;
         control::hop!("park", worker = index);
+        self.note_parked(active);
         self.ready.set_active(index, false);
         // Its ready queue now belongs to an active worker: make sure one is awake if it (or
         // the tasks just handed over) holds anything.

@@ -8,6 +8,9 @@
 //!   tick ([`Registry::demand_event`]): `set_demand`, work injected into a pool that reports
 //!   less than its size, a worker going to sleep while the pool reports a demand. Events
 //!   are rate-bounded ([`MIN_EVENT_NS`]) and cost one relaxed load when no manager listens.
+//! - A worker that parks writes the active count into the page at once, and the last one to
+//!   park for a lowered target rings ([`Registry::note_parked`]): the manager hands the CPU
+//!   it gave up to its new owner then, not at its next tick.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -25,6 +28,10 @@ pub(crate) const MIN_EVENT_NS: u64 = 500_000;
 pub(crate) trait Doorbell: Send + Sync {
     /// The pool's demand is now `demand`.
     fn publish(&self, demand: u32);
+    /// A worker parked: `active` workers remain. `at_target`: that is the target, so the
+    /// manager must hear at once (it hands a revoked CPU to its new owner only when the
+    /// worker that ran there has parked, see the manager's `realloc::handover`).
+    fn parked(&self, active: u32, at_target: bool);
 }
 
 /// A worker's cumulative busy time, readable by other threads at any instant.
@@ -178,6 +185,20 @@ impl Registry {
         let r = &self.control.report;
         r.live.store(bell.is_some(), Ordering::Relaxed);
         *r.doorbell.lock().unwrap_or_else(|p| p.into_inner()) = bell;
+    }
+
+    /// A worker left the active set, `active` remain: tell the manager's page at once, and
+    /// ring when the pool is down to its target (one ring per lowered target however many
+    /// workers park; costs one relaxed load when no manager listens).
+    pub(crate) fn note_parked(&self, active: usize) {
+        let r = &self.control.report;
+        if !r.live.load(Ordering::Relaxed) {
+            return;
+        }
+        let bell = r.doorbell.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(bell) = bell {
+            bell.parked(active as u32, active <= self.target());
+        }
     }
 
     /// Work was injected: if a manager listens and the pool reports less than its size,
