@@ -21,7 +21,7 @@ mod scope_loop;
 
 use clap::Parser;
 use partita_stats::median;
-use scope_loop::{child, copy, BoxError, ChildArgs, Shape};
+use scope_loop::{child, copy, BoxError, ChildArgs, Shape, TaskArgs};
 use std::time::Instant;
 
 /// Options (after `--` with `cargo bench`).
@@ -36,15 +36,8 @@ struct Args {
     /// Scope rounds per copy.
     #[arg(long, default_value_t = 300)]
     rounds: u64,
-    /// Tasks per round (default: 4 per CPU).
-    #[arg(long)]
-    tasks: Option<u64>,
-    /// Spin per task, µs.
-    #[arg(long, default_value_t = 50)]
-    task_us: u64,
-    /// Passed by `cargo bench`; ignored.
-    #[arg(long, hide = true)]
-    bench: bool,
+    #[command(flatten)]
+    task: TaskArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -76,10 +69,10 @@ fn main() -> Result<(), BoxError> {
         return Err("--runs, --copies and --rounds must be at least 1".into());
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let tasks = args.tasks.unwrap_or(4 * cpus as u64);
+    let tasks = args.task.tasks.unwrap_or(4 * cpus as u64);
     println!(
         "{} copies of a scope loop ({} rounds × {tasks} tasks of {} µs) on {cpus} CPUs, {} runs",
-        args.copies, args.rounds, args.task_us, args.runs
+        args.copies, args.rounds, args.task.task_us, args.runs
     );
     let mut times: Vec<(Mode, Vec<f64>)> = Mode::ALL.iter().map(|&m| (m, Vec::new())).collect();
     for run in 0..args.runs {
@@ -143,7 +136,7 @@ fn run_mode(mode: Mode, args: &Args, cpus: usize, tasks: u64) -> Result<f64, Box
         threads,
         rounds: args.rounds,
         tasks,
-        task_us: args.task_us,
+        task_us: args.task.task_us,
     };
     for _ in 0..args.copies {
         let socket = manager.as_ref().map(|m| m.socket());

@@ -23,7 +23,7 @@ mod scope_loop;
 
 use clap::Parser;
 use partita_stats::median;
-use scope_loop::{child, copy, BoxError, ChildArgs, Shape};
+use scope_loop::{child, copy, BoxError, ChildArgs, Shape, TaskArgs};
 use std::path::Path;
 use std::time::Instant;
 
@@ -39,15 +39,8 @@ struct Args {
     /// Scope rounds of each short program.
     #[arg(long, default_value_t = 250)]
     short_rounds: u64,
-    /// Tasks per round (default: 4 per CPU).
-    #[arg(long)]
-    tasks: Option<u64>,
-    /// Spin per task, µs.
-    #[arg(long, default_value_t = 50)]
-    task_us: u64,
-    /// Passed by `cargo bench`; ignored.
-    #[arg(long, hide = true)]
-    bench: bool,
+    #[command(flatten)]
+    task: TaskArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -88,8 +81,8 @@ fn main() -> Result<(), BoxError> {
     let shape = |rounds| Shape {
         threads: cpus,
         rounds,
-        tasks: args.tasks.unwrap_or(4 * cpus as u64),
-        task_us: args.task_us,
+        tasks: args.task.tasks.unwrap_or(4 * cpus as u64),
+        task_us: args.task.task_us,
     };
     let (long, short) = (shape(args.long_rounds), shape(args.short_rounds));
     println!(

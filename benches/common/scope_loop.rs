@@ -11,6 +11,20 @@ use std::time::{Duration, Instant};
 
 pub type BoxError = Box<dyn std::error::Error>;
 
+/// The tasks' options, shared by the benchmarks.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TaskArgs {
+    /// Tasks per round (default: 4 per CPU).
+    #[arg(long)]
+    pub tasks: Option<u64>,
+    /// Spin per task, µs.
+    #[arg(long, default_value_t = 50)]
+    pub task_us: u64,
+    /// Passed by `cargo bench`; ignored.
+    #[arg(long, hide = true)]
+    pub bench: bool,
+}
+
 /// Options of one copy.
 #[derive(Debug, Parser)]
 pub struct ChildArgs {
