@@ -265,7 +265,10 @@ fn print_table(
     base_grow: &[f64],
     base_shrink: &[f64],
 ) {
-    println!("end-to-end reaction, {rounds} rounds (µs; B's poll interval 50 µs included)");
+    println!(
+        "as B's main thread sees it, {rounds} rounds (µs; its 50 µs poll and its own wake-up \
+         included: the breakdowns' \"end to end\" lines below time the workers themselves)"
+    );
     println!(
         "{:<44} {:>8} {:>8} {:>8} {:>8}",
         "case", "p50", "p90", "p99", "max"
