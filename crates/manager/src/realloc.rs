@@ -215,7 +215,7 @@ fn desired(
     if !app.partition_only {
         return handover::controlled_page(app, allocation, transit);
     }
-    let (_, set) = handover::allocated(allocation, app.id);
+    let set = allocation.cpus(MemberId::App(app.id));
     let union = partition_sets
         .get(app.partition)
         .copied()

@@ -105,6 +105,20 @@ impl CpuSet {
         }
     }
 
+    /// The CPUs of `self` that are not in `other`.
+    ///
+    /// ```
+    /// let set = |v: &[usize]| v.iter().copied().collect::<partita_protocol::CpuSet>();
+    /// assert_eq!(set(&[0, 1, 70]).without(&set(&[1, 2])), set(&[0, 70]));
+    /// ```
+    pub fn without(&self, other: &CpuSet) -> CpuSet {
+        let mut rest = *self;
+        for (w, o) in rest.words.iter_mut().zip(other.words.iter()) {
+            *w &= !o;
+        }
+        rest
+    }
+
     /// The CPUs a process whose own mask is `own` may run on while its program is allocated
     /// `self`: the allocated CPUs its mask allows, or all of them when it allows none. The one
     /// rule of the manager (which narrows the process's threads) and of the runtime (which

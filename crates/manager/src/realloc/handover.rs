@@ -45,20 +45,6 @@ impl Transit {
     }
 }
 
-/// `a` without the CPUs of `b`.
-pub(crate) fn minus(a: &CpuSet, b: &CpuSet) -> CpuSet {
-    a.iter().filter(|&c| !b.contains(c)).collect()
-}
-
-/// An application's allocated `(count, set)` (none: `(0, {})`).
-pub(crate) fn allocated(allocation: &AllocOutput, id: AppId) -> (u32, CpuSet) {
-    allocation
-        .members
-        .get(&MemberId::App(id))
-        .copied()
-        .unwrap_or((0, CpuSet::new()))
-}
-
 /// Which applications are releasing under `allocation`, and the CPUs they hold.
 pub(crate) fn transit(input: &PlanInput, allocation: &AllocOutput) -> Transit {
     let mut t = Transit::default();
@@ -67,10 +53,10 @@ pub(crate) fn transit(input: &PlanInput, allocation: &AllocOutput) -> Transit {
     }
     for app in &input.apps {
         if let Some(since) = releasing_since(app, allocation, input) {
-            let (_, set) = allocated(allocation, app.id);
+            let set = allocation.cpus(MemberId::App(app.id));
             let held = app
                 .published
-                .map_or(CpuSet::new(), |(_, cpus)| minus(&cpus, &set));
+                .map_or(CpuSet::new(), |(_, cpus)| cpus.without(&set));
             t.held.union_with(&held);
             t.releasing.insert(app.id, (since, held));
         }
@@ -90,7 +76,7 @@ fn releasing_since(app: &AppView, allocation: &AllocOutput, input: &PlanInput) -
     }
     let active = app.active?;
     let (published_target, _) = app.published?;
-    let (count, _) = allocated(allocation, app.id);
+    let count = allocation.count(MemberId::App(app.id));
     if active <= count || app.demand <= count {
         return None;
     }
@@ -111,9 +97,10 @@ pub(crate) fn controlled_page(
     allocation: &AllocOutput,
     t: &Transit,
 ) -> (u32, CpuSet) {
-    let (count, set) = allocated(allocation, app.id);
-    let withheld = set.iter().filter(|&c| t.held.contains(c)).count() as u32;
-    let mut cpus = minus(&set, &t.held);
+    let id = MemberId::App(app.id);
+    let (count, set) = (allocation.count(id), allocation.cpus(id));
+    let mut cpus = set.without(&t.held);
+    let withheld = (set.len() - cpus.len()) as u32;
     let target = match t.releasing.get(&app.id) {
         Some((_, held)) => {
             cpus.union_with(held);

@@ -234,14 +234,8 @@ fn in_transit(before: &AppView, input: &PlanInput, plan: &Plan) -> Option<(u64, 
     let since = before
         .revoked_at
         .or((count < old_target).then_some(input.now_ns))?;
-    (active > count && before.demand > count && input.now_ns < since + input.handover_ns).then(
-        || {
-            (
-                since,
-                old_cpus.iter().filter(|&c| !set.contains(c)).collect(),
-            )
-        },
-    )
+    (active > count && before.demand > count && input.now_ns < since + input.handover_ns)
+        .then(|| (since, old_cpus.without(&set)))
 }
 
 /// One round of the property: plan, check, apply.
@@ -267,7 +261,7 @@ fn round(input: &mut PlanInput, history: &mut History) -> Result<Plan, TestCaseE
             .copied()
             .unwrap_or((0, CpuSet::new()));
         let withheld: CpuSet = set.iter().filter(|&c| held.contains(c)).collect();
-        let granted: CpuSet = set.iter().filter(|&c| !held.contains(c)).collect();
+        let granted = set.without(&held);
         match transit.get(&a.id) {
             Some((since, own)) => {
                 // It keeps what it lets go of, and the deadline stays where it was.

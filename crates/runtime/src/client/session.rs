@@ -151,8 +151,12 @@ impl Bell {
         self.rung.store(demand, Ordering::Relaxed);
         // Stamped before the write: the manager may read it before the write returns.
         crate::control::hop!("ring", demand = demand);
-        // A full socket buffer only delays the manager's reaction to its next periodic
-        // reallocation.
+        self.send_ring()
+    }
+
+    /// Write the doorbell message. A full socket buffer is not an error: the manager reads
+    /// the page at its next periodic reallocation (or, for a park, at the hand-over deadline).
+    fn send_ring(&self) -> std::io::Result<()> {
         match (&self.stream).write(&self.ring) {
             Ok(_) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(()),
@@ -172,8 +176,8 @@ impl Doorbell for Bell {
 
     /// Called by a worker that parked (or by the thread that parked it in place). The page
     /// first: the doorbell only says "look at the page".
-    fn parked(&self, active: u32, at_target: bool) {
-        self.page.app.active.store(active, Ordering::Relaxed);
+    fn parked(&self, active: &dyn Fn() -> u32, at_target: bool) {
+        store_active(&self.page.app.active, active);
         if at_target && self.ring_parked().is_err() {
             self.broken.store(true, Ordering::Relaxed);
         }
@@ -185,12 +189,7 @@ impl Bell {
     /// waits for it before it grants the CPU) and not counted as a demand ring.
     fn ring_parked(&self) -> std::io::Result<()> {
         crate::control::hop!("ring_parked");
-        match (&self.stream).write(&self.ring) {
-            Ok(_) => Ok(()),
-            // A full buffer: the manager hands the CPU over at its deadline instead.
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(()),
-            Err(e) => Err(e),
-        }
+        self.send_ring()
     }
 }
 
@@ -265,8 +264,7 @@ pub(crate) fn run(
         // Samples the pool and publishes the demand through the doorbell (see `Bell`).
         let demand = p.demand();
         let side = &page.app;
-        side.active
-            .store(p.active_workers() as u32, Ordering::Relaxed);
+        store_active(&side.active, &|| p.active_workers() as u32);
         side.tasks_run.store(p.tasks_run(), Ordering::Relaxed);
         side.idle_ns.store(p.idle_ns(), Ordering::Relaxed);
         side.bandwidth
@@ -330,9 +328,47 @@ fn describe(frame: &[u8]) -> String {
     "unexpected message from the manager".into()
 }
 
+/// Write the pool's active-worker count into the page. Two writers (the client's tick and
+/// a parking worker) each read the count, then store it; the one that read first may store
+/// last. So every writer reads again after storing and stores again if the count moved: the
+/// last store is then always followed by a read that matched it, and the page ends on the
+/// current count (the manager's hand-over waits for it to reach the target).
+fn store_active(slot: &AtomicU32, read: &dyn Fn() -> u32) {
+    let mut v = read();
+    loop {
+        slot.store(v, Ordering::SeqCst);
+        let now = read();
+        if now == v {
+            return;
+        }
+        v = now;
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::zero_quantum_expired;
+    use super::{store_active, zero_quantum_expired};
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    #[test]
+    fn a_count_that_moves_while_it_is_stored_is_stored_again() {
+        // The writer reads 2; another worker parks before its store lands (the count is 1
+        // from the second read on): the page must end on 1, not on the stale 2.
+        let reads = Cell::new(0);
+        let read = || {
+            reads.set(reads.get() + 1);
+            if reads.get() == 1 {
+                2
+            } else {
+                1
+            }
+        };
+        let slot = AtomicU32::new(2);
+        store_active(&slot, &read);
+        assert_eq!(slot.load(Ordering::SeqCst), 1);
+        assert_eq!(reads.get(), 3, "stored 2, saw 1, stored 1, saw 1");
+    }
 
     #[test]
     fn only_an_ended_zero_quantum_expires() {

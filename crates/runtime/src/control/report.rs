@@ -28,10 +28,11 @@ pub(crate) const MIN_EVENT_NS: u64 = 500_000;
 pub(crate) trait Doorbell: Send + Sync {
     /// The pool's demand is now `demand`.
     fn publish(&self, demand: u32);
-    /// A worker parked: `active` workers remain. `at_target`: that is the target, so the
-    /// manager must hear at once (it hands a revoked CPU to its new owner only when the
-    /// worker that ran there has parked, see the manager's `realloc::handover`).
-    fn parked(&self, active: u32, at_target: bool);
+    /// A worker parked: `active` reads the workers that remain (read it at the moment of
+    /// writing: a count taken earlier may already be stale). `at_target`: that is the
+    /// target, so the manager must hear at once (it hands a revoked CPU to its new owner only
+    /// when the worker that ran there has parked, see the manager's `realloc::handover`).
+    fn parked(&self, active: &dyn Fn() -> u32, at_target: bool);
 }
 
 /// A worker's cumulative busy time, readable by other threads at any instant.
@@ -197,7 +198,7 @@ impl Registry {
         }
         let bell = r.doorbell.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if let Some(bell) = bell {
-            bell.parked(active as u32, active <= self.target());
+            bell.parked(&|| self.active() as u32, active <= self.target());
         }
     }
 
