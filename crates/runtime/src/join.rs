@@ -92,6 +92,12 @@ where
         };
 
         while !job_b.latch.probe() {
+            if worker.should_park_in_wait() {
+                // The target excludes us: park (our deque, `job_b` included, goes to the
+                // ready queues for the active workers) until `job_b` is done.
+                worker.wait_until(&job_b.latch);
+                break;
+            }
             match worker.take_local_job() {
                 Some(job) if job.id() == job_b_id => {
                     // Nobody stole it: run it here, not migrated.

@@ -7,8 +7,10 @@
 
 use std::marker::PhantomData;
 use std::ops::Deref;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
+
+use crate::sync::AtomicUsize;
 
 use crate::registry::{Registry, WorkerThread};
 
@@ -39,7 +41,9 @@ pub(crate) struct CoreLatch {
 }
 
 impl CoreLatch {
-    pub(crate) const fn new() -> Self {
+    // Not `const`: under loom the state is loom's atomic (the sleep protocol's models use
+    // the real latch).
+    pub(crate) fn new() -> Self {
         CoreLatch {
             state: AtomicUsize::new(UNSET),
         }
@@ -63,7 +67,7 @@ impl CoreLatch {
     ///
     /// # Safety
     /// `this` valid on entry (see [`Latch::set`]).
-    unsafe fn set(this: *const Self) -> bool {
+    pub(crate) unsafe fn set(this: *const Self) -> bool {
         // SAFETY: valid on entry by contract; we do not touch it after the swap.
         let old = unsafe { (*this).state.swap(SET, Ordering::AcqRel) };
         old == SLEEPING
@@ -193,7 +197,7 @@ pub(crate) struct OnceLatch {
 }
 
 impl OnceLatch {
-    pub(crate) const fn new() -> OnceLatch {
+    pub(crate) fn new() -> OnceLatch {
         OnceLatch {
             core_latch: CoreLatch::new(),
         }

@@ -41,9 +41,11 @@
 //! ```
 //!
 //! Lowering the target suspends the highest indices at their next safe point (between two
-//! tasks of a worker's main loop; a worker asleep there is suspended where it sleeps, without
-//! waking). A suspending worker first hands its deque to the ready queues, and the queues of
-//! suspended workers are assigned to active ones, so no task waits on a suspended worker.
+//! tasks of a worker's main loop) or, if a job on their stack waits (`join`, `scope`), at
+//! that wait, from which they come back only to finish the job once what it waits for is
+//! done; a worker asleep is suspended where it sleeps, without waking. A suspending worker
+//! first hands its deque to the ready queues, and the queues of suspended workers are
+//! assigned to active ones, so no task waits on a suspended worker.
 //! Raising the target unparks the lowest suspended indices at once. `broadcast` still reaches
 //! every worker: suspended ones run their copy and suspend again.
 //!

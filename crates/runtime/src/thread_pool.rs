@@ -264,7 +264,8 @@ impl ThreadPool {
 
     /// Sets how many workers should be active (clamped to `1..=pool size`). Raising it
     /// resumes suspended workers at once (lowest index first); lowering it makes the highest
-    /// indices suspend at their next safe point (between two tasks). Ignored when the pool
+    /// indices suspend at their next safe point or wait (between two tasks, or in a `join`
+    /// or `scope` waiting for work done elsewhere). Ignored when the pool
     /// was built with [`ProcessControl::Standalone`]. With a manager attached, the manager's
     /// next change overrides it.
     ///

@@ -6,16 +6,18 @@
 //! ```text
 //! main loop:  broadcast job for me? ─ run it
 //!             terminated?           ─ exit
-//!             safe point: CPU set changed? re-pin.  index ≥ target? ─ suspend (deque → ready queues)
+//!             safe point: CPU set changed? re-pin.  index ≥ target? ─ park (deque → ready queues)
 //!             find work: own deque → own broadcasts → steal (random victim) → ready queues
 //!             nothing: search (bounded), then sleep          (see sleep/README.md)
 //! ```
 //!
 //! A job that waits (`join`, `scope`, `install` from another pool) calls
-//! [`WorkerThread::wait_until`], which runs other jobs and sleeps like the main loop but never
-//! suspends: only the main loop is a safe point, so a suspended worker holds no unfinished
-//! job and every task it owned is in the ready queues. The safe point's own steps (re-pinning,
-//! suspension) live in `control/apply.rs`.
+//! [`WorkerThread::wait_until`], which runs other jobs and sleeps like the main loop. A worker
+//! the target excludes parks there too instead of taking new jobs: its deque goes to the
+//! ready queues and it resumes when its latch is set, to finish the waiting job, and parks
+//! again at its next wait or safe point. So a revoked worker leaves its CPU after the task
+//! in hand, not after the region whose job its stack holds (which may be the whole program's
+//! root job). The parking itself (re-pinning, suspension) lives in `control/apply.rs`.
 
 use std::cell::{Cell, RefCell};
 use std::mem;
@@ -285,7 +287,8 @@ impl WorkerThread {
         }
     }
 
-    /// Run jobs until `latch` is set. Never suspends (this is not a safe point).
+    /// Run jobs until `latch` is set; while the target excludes this worker, park instead
+    /// (resumed when the latch is set, or when the target includes it again).
     #[inline]
     pub(crate) fn wait_until<L: AsCoreLatch + ?Sized>(&self, latch: &L) {
         let latch = latch.as_core_latch();
@@ -299,10 +302,14 @@ impl WorkerThread {
         // A panic here would leave the latch's owner waiting on freed memory.
         let abort_guard = unwind::AbortIfPanic;
         while !latch.probe() {
-            // Between two jobs (not a safe point: we cannot park here, but we may apply a
-            // page change, so a revocation's target is set without waiting for the client
-            // thread or for this job's end; `control/follow.rs`).
+            // Between two jobs: apply a page change (`control/follow.rs`), so a revocation's
+            // target is set without waiting for the client thread, then park here if it
+            // excludes us (sleep/README.md §5).
             self.follow_manager();
+            if self.should_park_in_wait() {
+                self.park(Some(latch));
+                continue;
+            }
             if let Some(job) = self.take_local_job() {
                 self.execute(job);
                 continue;
@@ -314,10 +321,16 @@ impl WorkerThread {
         mem::forget(abort_guard);
     }
 
-    /// The worker should leave its idle loop without work: for a nested wait, its latch is
-    /// set; at a safe point also termination, a broadcast job or a target below its index.
+    /// The worker should leave its idle loop without work: its latch is set (at a safe
+    /// point: termination), or the target excludes it (at a safe point it suspends; in a
+    /// wait it parks unless a broadcast job is for it, which it runs first).
     fn idle_should_stop(&self, latch: &CoreLatch, safe_point: bool) -> bool {
-        latch.probe() || (safe_point && self.should_suspend())
+        latch.probe()
+            || if safe_point {
+                self.should_suspend()
+            } else {
+                self.should_park_in_wait()
+            }
     }
 
     /// Search (bounded), then sleep, until work is found (returned) or the idle loop should
@@ -352,7 +365,7 @@ impl WorkerThread {
             }
             bump(&self.counters().sleeps, 1);
             self.registry.note_worker_idle();
-            let slept = sleep.sleep(self.index, searching, safe_point, || {
+            let slept = sleep.sleep(self.index, searching, || {
                 self.idle_should_stop(latch, safe_point) || self.has_visible_work()
             });
             latch.wake_up();
@@ -362,8 +375,9 @@ impl WorkerThread {
                 }
                 Slept::Woken => searching = true,
                 Slept::Suspended => {
-                    // Suspended in place by a target change; wait until resumed.
-                    suspended += self.wait_suspended();
+                    // Suspended in place by a target change; wait until resumed (inside a
+                    // job, also when the latch it waits for is set).
+                    suspended += self.wait_suspended((!safe_point).then_some(latch));
                     searching = false;
                 }
             }
@@ -440,7 +454,7 @@ pub(crate) fn main_loop(seed: WorkerSeed) {
         wt.follow_manager();
         wt.maybe_repin();
         if wt.should_suspend() {
-            wt.suspend();
+            wt.park(None);
             continue;
         }
         if let Some(job) = wt.find_work() {

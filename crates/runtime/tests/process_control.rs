@@ -96,6 +96,130 @@ fn highest_index_suspends_first_and_lowest_resumes_first() {
     assert!(!ran_on_2.load(Ordering::Relaxed));
 }
 
+/// Busy for about `us` microseconds (a task's body).
+fn spin_us(us: u64) {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_micros(us) {
+        std::hint::spin_loop();
+    }
+}
+
+/// `2^depth` leaves of a binary `join` tree, each counted on the worker that ran it.
+fn join_tree(depth: u32, leaves: &[AtomicUsize; 2]) {
+    if depth == 0 {
+        let i = partita_runtime::current_thread_index().unwrap();
+        leaves[i].fetch_add(1, Ordering::SeqCst);
+        spin_us(10);
+        return;
+    }
+    partita_runtime::join(
+        || join_tree(depth - 1, leaves),
+        || join_tree(depth - 1, leaves),
+    );
+}
+
+/// Worker 1 runs `work` (which spawns or joins `2^14` leaves) inside a broadcast job, so its
+/// stack holds the region's job, while worker 0 is held in its own broadcast job. Once some
+/// leaves ran, the target drops to 1: worker 1 must park inside the region — at the join or
+/// the scope's wait after its current leaf — not when the region ends. Parked, it runs no
+/// leaf, and the region cannot end (worker 0 is held), so nothing moves until worker 0 is
+/// let go; then every leaf runs exactly once.
+fn revoked_worker_parks_inside(work: fn(&[AtomicUsize; 2])) {
+    const LEAVES: usize = 1 << 14;
+    let p = pool(2);
+    let leaves = [AtomicUsize::new(0), AtomicUsize::new(0)];
+    let (release, done) = (AtomicBool::new(false), AtomicBool::new(false));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let total = || leaves[0].load(Ordering::SeqCst) + leaves[1].load(Ordering::SeqCst);
+            while total() < 50 {
+                std::thread::yield_now();
+            }
+            p.set_target_workers(1);
+            let start = Instant::now();
+            while p.active_workers() != 1 && start.elapsed() < EVENTUALLY {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            let parked = p.active_workers() == 1;
+            let (on_1, was_done) = (
+                leaves[1].load(Ordering::SeqCst),
+                done.load(Ordering::SeqCst),
+            );
+            std::thread::sleep(Duration::from_millis(50));
+            let later = leaves[1].load(Ordering::SeqCst);
+            // Let the pool finish whatever happened, then judge.
+            p.set_target_workers(2);
+            release.store(true, Ordering::SeqCst);
+            assert!(parked, "worker 1 did not park within {EVENTUALLY:?}");
+            assert!(!was_done, "worker 1 parked only once its region had ended");
+            assert_eq!(on_1, later, "worker 1 ran leaves while parked");
+        });
+        p.broadcast(|ctx| {
+            if ctx.index() == 0 {
+                while !release.load(Ordering::SeqCst) {
+                    std::thread::yield_now();
+                }
+            } else {
+                work(&leaves);
+                done.store(true, Ordering::SeqCst);
+            }
+        });
+    });
+    let total = leaves[0].load(Ordering::SeqCst) + leaves[1].load(Ordering::SeqCst);
+    assert_eq!(total, LEAVES);
+}
+
+#[test]
+fn a_revoked_worker_parks_inside_a_join_tree() {
+    revoked_worker_parks_inside(|leaves| join_tree(14, leaves));
+}
+
+#[test]
+fn a_revoked_worker_parks_inside_a_scope() {
+    revoked_worker_parks_inside(|leaves| {
+        partita_runtime::scope(|s| {
+            for _ in 0..1 << 14 {
+                s.spawn(move |_| join_tree(0, leaves));
+            }
+        })
+    });
+}
+
+/// Every leaf of join trees runs exactly once while the target changes every few
+/// microseconds: workers park and resume inside `join` waits.
+#[test]
+fn every_join_leaf_runs_once_under_target_churn() {
+    let p = Arc::new(pool(3));
+    let stop = Arc::new(AtomicBool::new(false));
+    let churner = {
+        let (p, stop) = (p.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for k in 0.. {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                p.set_target_workers([1, 3, 2, 1, 0, 2][k % 6]);
+                std::thread::sleep(Duration::from_micros(20));
+            }
+        })
+    };
+    fn tree(runs: &[AtomicU8]) {
+        if let [one] = runs {
+            one.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let (a, b) = runs.split_at(runs.len() / 2);
+        partita_runtime::join(|| tree(a), || tree(b));
+    }
+    for _ in 0..20 {
+        let runs: Vec<AtomicU8> = (0..1 << 12).map(|_| AtomicU8::new(0)).collect();
+        p.install(|| tree(&runs));
+        assert!(runs.iter().all(|r| r.load(Ordering::Relaxed) == 1));
+    }
+    stop.store(true, Ordering::Relaxed);
+    churner.join().unwrap();
+}
+
 #[test]
 fn standalone_ignores_targets() {
     let p = ThreadPoolBuilder::new()

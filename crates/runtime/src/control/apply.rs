@@ -14,6 +14,7 @@ use crate::client::Controlled;
 #[cfg(not(loom))]
 use crate::control::Doorbell;
 use crate::control::{self, Need, ProcessControl};
+use crate::latch::CoreLatch;
 use crate::registry::Registry;
 use crate::worker::{bump, WorkerThread};
 
@@ -24,6 +25,9 @@ pub(crate) struct Control {
     pub(crate) target: CachePadded<AtomicUsize>,
     /// Workers not suspended (decremented by `suspended`, incremented on resumption).
     pub(crate) active: AtomicUsize,
+    /// Bumped at every target change (under `change`, after the swap): the hand-over ring
+    /// goes once per change, however often a worker parked inside a job bounces.
+    pub(crate) target_changes: AtomicU64,
     /// Serialises target changes (so unpark/wake decisions see a consistent old/new pair).
     pub(crate) change: Mutex<()>,
     /// The allocated CPU set (`None`: no confinement); workers re-pin when `cpus_epoch` moves.
@@ -47,6 +51,7 @@ impl Control {
             mode,
             target: CachePadded::new(AtomicUsize::new(n)),
             active: AtomicUsize::new(n),
+            target_changes: AtomicU64::new(0),
             change: Mutex::new(()),
             cpus: Mutex::new(None),
             cpus_epoch: AtomicU64::new(0),
@@ -61,7 +66,7 @@ impl Control {
 impl Registry {
     /// Set the target number of active workers. `allow_zero` only for a manager's granted zero
     /// quantum. Growing unparks at once (lowest index first); shrinking is noticed by workers
-    /// at their next safe point (sleeping ones are woken to notice it now).
+    /// at their next safe point or wait (sleeping ones are suspended where they sleep).
     pub(crate) fn set_target(&self, requested: usize, allow_zero: bool) {
         let n = self.num_threads();
         let mut t = control::clamp_target(requested, n, allow_zero);
@@ -79,6 +84,11 @@ impl Registry {
         // their resume predicate under their own mutex, which `notify_worker` then takes
         // (README §4, §7 "resume vs suspend").
         let old = self.control.target.swap(t, Ordering::SeqCst);
+        if t != old {
+            // SeqCst after the swap: a parker that reads this count then reads this target
+            // or a later one (`note_parked`).
+            self.control.target_changes.fetch_add(1, Ordering::SeqCst);
+        }
         if t > old {
             for i in old..t {
                 self.sleep.notify_worker(i);
@@ -206,39 +216,63 @@ impl WorkerThread {
         }
     }
 
-    /// Safe point: leave the active set until the target includes us again (or a broadcast
-    /// job or termination needs us). Our deque is handed to the ready queues first, so no task
-    /// waits on a suspended worker.
-    pub(crate) fn suspend(&self) {
+    /// Inside a wait (`wait_until`): the target excludes us and no broadcast job is for us
+    /// (one is run first: its caller may be what our latch waits for). The terminate latch
+    /// is never set while a job is in flight, so it needs no check here.
+    #[inline]
+    pub(crate) fn should_park_in_wait(&self) -> bool {
+        self.should_suspend() && self.broadcast.is_empty()
+    }
+
+    /// Leave the active set: at a safe point (`waiting_on` = None) until the target includes
+    /// us again (or a broadcast job or termination needs us); inside a job until that, or
+    /// until the latch the job waits for is set. Our deque is handed to the ready queues
+    /// first, so no task waits on a parked worker.
+    pub(crate) fn park(&self, waiting_on: Option<&CoreLatch>) {
         let reg = &*self.registry;
         while let Some(job) = self.worker.pop() {
             reg.ready.post_from(&self.queues, job);
         }
         self.busy_edge(false);
         reg.suspended(self.index);
-        self.wait_suspended();
+        self.wait_suspended(waiting_on);
         self.busy_edge(true);
     }
 
     /// Second half of a suspension (ours, or one done in place while we slept): park until
-    /// the target includes us again, a broadcast job is for us, or the pool terminates.
-    /// Returns the nanoseconds spent suspended.
-    pub(crate) fn wait_suspended(&self) -> u64 {
+    /// the target includes us again, a broadcast job is for us, the pool terminates, or
+    /// `waiting_on` (the latch of the job our stack waits in) is set. Returns the
+    /// nanoseconds spent suspended.
+    pub(crate) fn wait_suspended(&self, waiting_on: Option<&CoreLatch>) -> u64 {
         let reg = &*self.registry;
         bump(&self.counters().parks, 1);
         let terminate = &reg.thread_infos[self.index].terminate;
+        // Marked sleepy, the latch's setter notifies us (README §7, latch vs suspended
+        // wait); if it is already set, the predicate below is true at once.
+        if let Some(latch) = waiting_on {
+            latch.get_sleepy();
+        }
+        let latch_set = || waiting_on.is_some_and(|l| l.probe());
         reg.sleep.suspend(
             self.index,
-            || terminate.probe() || !self.broadcast.is_empty() || !self.should_suspend(),
+            || {
+                terminate.probe()
+                    || !self.broadcast.is_empty()
+                    || !self.should_suspend()
+                    || latch_set()
+            },
             // Between waits: apply a page change, and watch the page's futex word too, so a
             // manager's grow resumes us without the client thread (`follow.rs`).
             || self.follow_while_suspended(),
         );
+        if let Some(latch) = waiting_on {
+            latch.wake_up();
+        }
         let since = reg.suspended_at[self.index].load(Ordering::Relaxed);
         let now = reg.started.elapsed().as_nanos() as u64;
         let spent = now.saturating_sub(since);
         bump(&self.counters().suspended_ns, spent);
-        if !self.should_suspend() {
+        if !self.should_suspend() || latch_set() {
             bump(&self.counters().unparks, 1);
         }
         // The statistics first: whoever sees us counted active (SeqCst) then sees them too.

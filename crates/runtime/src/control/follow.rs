@@ -372,31 +372,41 @@ mod tests {
 
     /// A worker waiting inside a job (a scope, before running its task) applies a page change
     /// between two jobs: a pool of one, no client thread, and no main-loop safe point until
-    /// the scope ends. Then the zero quantum it applied parks it, and a publish alone
-    /// resumes it.
+    /// the scope ends. The zero quantum it applied parks it right there, before the scope's
+    /// task (a zero quantum stops the whole application, mid-job included), and a publish
+    /// alone resumes it to finish the scope.
     #[test]
     fn a_worker_inside_a_job_applies_the_page_between_jobs() {
-        let pool = ThreadPoolBuilder::new()
-            .process_control(ProcessControl::Manual)
-            .num_threads(1)
-            .build()
-            .unwrap();
+        let pool = Arc::new(
+            ThreadPoolBuilder::new()
+                .process_control(ProcessControl::Manual)
+                .num_threads(1)
+                .build()
+                .unwrap(),
+        );
         let s = session(&pool);
         pool.registry.set_watch(Some(s.clone() as Arc<dyn Watch>));
-        let reg = pool.registry.clone();
-        pool.install(|| {
-            crate::scope(|sc| {
-                s.page.manager.publish(0, &CpuSet::new());
-                sc.spawn(|_| {
-                    // Runs after the scope's body, in the same top-level job.
-                    wait_for("the page applied between jobs", || reg.target() == 0);
-                });
+        let ran = Arc::new(AtomicBool::new(false));
+        let job = {
+            let (pool, s, ran) = (pool.clone(), s.clone(), ran.clone());
+            std::thread::spawn(move || {
+                pool.install(|| {
+                    crate::scope(|sc| {
+                        s.page.manager.publish(0, &CpuSet::new());
+                        // Runs after the scope's body, in the same top-level job.
+                        sc.spawn(|_| ran.store(true, Ordering::SeqCst));
+                    })
+                })
             })
-        });
-        wait_for("the zero quantum to park the worker", || {
-            pool.active_workers() == 0
-        });
+        };
+        wait_for(
+            "the zero quantum to park the worker inside the scope",
+            || pool.registry.target() == 0 && pool.active_workers() == 0,
+        );
+        assert!(!ran.load(Ordering::SeqCst), "a task ran in a zero quantum");
         s.page.manager.publish(1, &CpuSet::new());
+        job.join().unwrap();
+        assert!(ran.load(Ordering::SeqCst));
         wait_for("the page to resume it", || pool.active_workers() == 1);
     }
 

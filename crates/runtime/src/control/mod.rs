@@ -6,8 +6,9 @@
 //! The model is Tucker's (1993, §6.2): the pool holds a `target` number of active workers;
 //! growing is *pushed* (whoever raises the target unparks suspended workers at once, lowest
 //! index first), shrinking is *polled* (a worker whose index is at or above the target
-//! suspends itself at its next safe point, i.e. between two tasks of its main loop). Changes
-//! that cancel out before anyone reaches a safe point do nothing — Tucker's damping.
+//! suspends itself at its next safe point — between two tasks of its main loop — or at its
+//! next wait inside a job, `join` or `scope`, until that wait's latch is set). Changes that
+//! cancel out before anyone reaches such a point do nothing — Tucker's damping.
 
 /// Stamp one hop of a reaction (a demand change travelling from one pool, through a
 /// manager, to another pool's workers): a `trace` event of target `partita::hop` carrying

@@ -92,6 +92,8 @@ pub(crate) struct Reporting {
     doorbell: Mutex<Option<Arc<dyn Doorbell>>>,
     /// When an event last sampled (ns since the pool started), for the rate bound.
     last_event_ns: AtomicU64,
+    /// The `Control::target_changes` count the last hand-over ring was for.
+    rang_for: AtomicU64,
 }
 
 impl Default for Reporting {
@@ -102,6 +104,7 @@ impl Default for Reporting {
             live: AtomicBool::new(false),
             doorbell: Mutex::new(None),
             last_event_ns: AtomicU64::new(0),
+            rang_for: AtomicU64::new(u64::MAX),
         }
     }
 }
@@ -189,8 +192,8 @@ impl Registry {
     }
 
     /// A worker left the active set, `active` remain: tell the manager's page at once, and
-    /// ring when the pool is down to its target (one ring per lowered target however many
-    /// workers park; costs one relaxed load when no manager listens).
+    /// ring when the pool is down to its target (once per target change however many
+    /// workers park, or how often; costs one relaxed load when no manager listens).
     pub(crate) fn note_parked(&self, active: usize) {
         let r = &self.control.report;
         if !r.live.load(Ordering::Relaxed) {
@@ -198,7 +201,13 @@ impl Registry {
         }
         let bell = r.doorbell.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if let Some(bell) = bell {
-            bell.parked(&|| self.active() as u32, active <= self.target());
+            // The change count first, then the target: a park that reads the latest count
+            // judges the latest target. A worker parked inside a job may resume for its latch
+            // and park again many times under one target; the manager needs one ring.
+            let change = self.control.target_changes.load(Ordering::SeqCst);
+            let ring =
+                active <= self.target() && r.rang_for.swap(change, Ordering::Relaxed) != change;
+            bell.parked(&|| self.active() as u32, ring);
         }
     }
 
@@ -265,6 +274,63 @@ impl Registry {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The hand-over ring goes once per target change: a worker parked inside a job that
+    /// resumes for its latch and parks again (here: more parks at the same target) does not
+    /// ring again; the next change does.
+    #[cfg(not(loom))]
+    #[test]
+    fn one_hand_over_ring_per_target_change() {
+        use crate::{ProcessControl, ThreadPoolBuilder};
+        use std::sync::atomic::AtomicUsize;
+        struct Rings(AtomicUsize);
+        impl Doorbell for Rings {
+            fn publish(&self, _: u32) {}
+            fn parked(&self, _: &dyn Fn() -> u32, at_target: bool) {
+                if at_target {
+                    self.0.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }
+        let pool = ThreadPoolBuilder::new()
+            .num_threads(2)
+            .process_control(ProcessControl::Manual)
+            .build()
+            .unwrap();
+        let rings = Arc::new(Rings(AtomicUsize::new(0)));
+        pool.registry.set_doorbell(Some(rings.clone()));
+        // The parker counts itself out of `active` before it rings: wait for the ring.
+        let rung_at_least = |n: usize| {
+            let start = std::time::Instant::now();
+            while rings.0.load(Ordering::SeqCst) < n {
+                assert!(start.elapsed().as_secs() < 20, "ring {n} never came");
+                std::thread::yield_now();
+            }
+            rings.0.load(Ordering::SeqCst)
+        };
+        pool.set_target_workers(1);
+        assert_eq!(rung_at_least(1), 1);
+        for _ in 0..3 {
+            pool.registry.note_parked(1);
+        }
+        assert_eq!(
+            rung_at_least(1),
+            1,
+            "a bounce at the same target rang again"
+        );
+        pool.set_target_workers(2);
+        let start = std::time::Instant::now();
+        while pool.active_workers() != 2 {
+            assert!(start.elapsed().as_secs() < 20, "worker 1 did not resume");
+            std::thread::yield_now();
+        }
+        pool.set_target_workers(1);
+        assert_eq!(
+            rung_at_least(2),
+            2,
+            "the next lowered target rang more than once"
+        );
+    }
 
     proptest! {
         /// The clock's reading is the sum of its busy intervals, at every instant.

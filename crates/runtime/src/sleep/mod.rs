@@ -38,11 +38,9 @@ pub(crate) const THREADS_MAX: usize = COUNT_MASK as usize;
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 enum State {
     Awake,
-    /// Blocked until woken; `safe_point` when it sleeps in its main loop (not inside a job),
-    /// i.e. where process control may suspend it.
-    Sleeping {
-        safe_point: bool,
-    },
+    /// Blocked until woken (in its main loop, or inside a job waiting for a latch).
+    Sleeping,
+    /// Parked by process control (at a safe point, or inside a job until its latch is set).
     Suspended,
 }
 
@@ -63,8 +61,8 @@ pub(crate) enum Slept {
     Declined,
     /// Slept and was woken; the waker counted the worker as a searcher.
     Woken,
-    /// Slept at a safe point and was suspended there by a target change
-    /// ([`Sleep::suspend_sleeper`]); no longer counted. The worker must finish the suspension
+    /// Slept and was suspended there by a target change ([`Sleep::suspend_sleeper`]); no
+    /// longer counted. The worker must finish the suspension
     /// (wait for its resume predicate) before doing anything else.
     Suspended,
 }
@@ -140,13 +138,12 @@ impl Sleep {
         &self,
         index: usize,
         was_searcher: bool,
-        safe_point: bool,
         recheck: impl FnOnce() -> bool,
     ) -> Slept {
         let w = &self.workers[index];
         let mut st = lock(&w.state);
         debug_assert_eq!(*st, State::Awake);
-        *st = State::Sleeping { safe_point };
+        *st = State::Sleeping;
         // Relaxed hint: wakers confirm under our mutex (README §1).
         w.sleeping.store(true, Ordering::Relaxed);
         let delta = if was_searcher {
@@ -166,7 +163,7 @@ impl Sleep {
             self.counters.fetch_sub(SLEEPER, Ordering::SeqCst);
             return Slept::Declined;
         }
-        while matches!(*st, State::Sleeping { .. }) {
+        while *st == State::Sleeping {
             // Read under our mutex, after seeing `Sleeping`: a waker that changes the state
             // after we unlock bumps the number first, so the wait cannot miss it (README §7).
             let seq = w.event.seq();
@@ -212,7 +209,7 @@ impl Sleep {
 
     fn try_wake(&self, w: &WorkerSleep) -> bool {
         let mut st = lock(&w.state);
-        if let State::Sleeping { .. } = *st {
+        if *st == State::Sleeping {
             self.mark_woken(w, &mut st);
             drop(st);
             // Notify after unlocking, so the sleeper does not wake into a held mutex. The
@@ -240,7 +237,7 @@ impl Sleep {
         let w = &self.workers[index];
         let mut st = lock(&w.state);
         let notify = match *st {
-            State::Sleeping { .. } => {
+            State::Sleeping => {
                 self.mark_woken(w, &mut st);
                 true
             }
@@ -253,17 +250,18 @@ impl Sleep {
         }
     }
 
-    /// The target dropped below `index`: if the worker sleeps at a safe point, suspend it
-    /// where it is (it holds no task: it went to sleep after finding no work, and only its
-    /// owner pushes to its deque). Returns true if it did; the caller then does the
-    /// suspension's bookkeeping. `wake`: also wake it, so that it moves on to the suspended
-    /// wait, which watches the manager's page (README §5); without a page to watch it is
-    /// left asleep. A worker sleeping inside a job, or running, suspends itself at its next
-    /// safe point instead.
+    /// The target dropped below `index`: if the worker sleeps, suspend it where it is (its
+    /// deque is empty: it went to sleep after finding no work, and only its owner pushes to
+    /// it). A worker asleep inside a job stays marked on its latch, so the latch's setter
+    /// still notifies it and it resumes to finish that job (README §5). Returns true if it
+    /// did; the caller then does the suspension's bookkeeping. `wake`: also wake it, so that
+    /// it moves on to the suspended wait, which watches the manager's page (README §5);
+    /// without a page to watch it is left asleep. A running worker suspends itself at its
+    /// next safe point or wait instead.
     pub(crate) fn suspend_sleeper(&self, index: usize, wake: bool) -> bool {
         let w = &self.workers[index];
         let mut st = lock(&w.state);
-        if let State::Sleeping { safe_point: true } = *st {
+        if *st == State::Sleeping {
             *st = State::Suspended;
             w.sleeping.store(false, Ordering::Relaxed);
             // A suspended worker is in neither count: posts must not count on it (README §4).
@@ -360,18 +358,18 @@ mod unit_tests {
         let s = Sleep::new(2);
         assert!(s.start_searching());
         // The re-check finds work: the worker is neither searcher nor sleeper afterwards.
-        assert_eq!(s.sleep(0, true, true, || true), Slept::Declined);
+        assert_eq!(s.sleep(0, true, || true), Slept::Declined);
         assert_eq!(s.snapshot(), (0, 0));
     }
 
     #[test]
-    fn sleeper_at_safe_point_is_suspended_in_place() {
+    fn sleeper_is_suspended_in_place() {
         let s = std::sync::Arc::new(Sleep::new(2));
         let resume = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let t = {
             let (s, resume) = (s.clone(), resume.clone());
             std::thread::spawn(move || {
-                let r = s.sleep(1, false, true, || false);
+                let r = s.sleep(1, false, || false);
                 s.suspend(1, || resume.load(Ordering::SeqCst), no_page);
                 r
             })
@@ -386,17 +384,8 @@ mod unit_tests {
         resume.store(true, Ordering::SeqCst);
         s.notify_worker(1);
         assert_eq!(t.join().unwrap(), Slept::Suspended);
-        // Sleeping inside a job (not a safe point) is never suspended in place.
-        let t = {
-            let s = s.clone();
-            std::thread::spawn(move || s.sleep(0, false, false, || false))
-        };
-        while s.snapshot() != (1, 0) {
-            std::thread::yield_now();
-        }
+        // A running worker is not suspended in place (it parks itself).
         assert!(!s.suspend_sleeper(0, true));
-        s.notify_worker(0);
-        assert_eq!(t.join().unwrap(), Slept::Woken);
     }
 
     #[test]
@@ -404,7 +393,7 @@ mod unit_tests {
         let s = std::sync::Arc::new(Sleep::new(2));
         let t = {
             let s = s.clone();
-            std::thread::spawn(move || s.sleep(1, false, true, || false))
+            std::thread::spawn(move || s.sleep(1, false, || false))
         };
         while s.snapshot() != (1, 0) {
             std::thread::yield_now();
@@ -421,6 +410,7 @@ mod tests {
     //! Model checks of the protocol with loom: a job is a flag, a worker is a thread that
     //! searches (checks the flag), then sleeps with the flag as its re-check.
     use super::*;
+    use crate::latch::CoreLatch;
     use loom::sync::atomic::{AtomicBool as LBool, AtomicUsize as LUsize};
 
     /// Loom models no control page.
@@ -457,7 +447,7 @@ mod tests {
                 return;
             }
             let recheck = || job.load(Ordering::SeqCst) || taken.load(Ordering::SeqCst) > 0;
-            match sleep.sleep(index, searching, true, recheck) {
+            match sleep.sleep(index, searching, recheck) {
                 Slept::Declined => searching = sleep.start_searching(),
                 Slept::Woken => searching = true,
                 Slept::Suspended => unreachable!("no target changes in this model"),
@@ -531,7 +521,7 @@ mod tests {
                         }
                         let recheck =
                             || done.load(Ordering::SeqCst) || target.load(Ordering::SeqCst) <= 1;
-                        if sleep.sleep(1, false, true, recheck) == Slept::Suspended {
+                        if sleep.sleep(1, false, recheck) == Slept::Suspended {
                             sleep.suspend(1, resume, no_page);
                         }
                     }
@@ -561,6 +551,94 @@ mod tests {
             target.store(true, Ordering::SeqCst);
             sleep.notify_worker(0);
             w.join().unwrap();
+        });
+    }
+
+    /// What `WorkerThread::wait_suspended` does for a worker parked inside a job: mark the
+    /// latch, park until the latch is set or the target includes worker 1, unmark.
+    fn park_waiting_on(sleep: &Sleep, latch: &CoreLatch, target: &LUsize) {
+        latch.get_sleepy();
+        sleep.suspend(
+            1,
+            || latch.probe() || 1 < target.load(Ordering::SeqCst),
+            no_page,
+        );
+        latch.wake_up();
+    }
+
+    /// Set the latch as `SpinLatch::set` does: swap, and notify the waiter if it was marked.
+    fn set_latch(sleep: &Sleep, latch: &CoreLatch) {
+        // SAFETY: the latch lives in an `Arc` the caller holds.
+        if unsafe { CoreLatch::set(latch) } {
+            sleep.notify_worker(1);
+        }
+    }
+
+    /// A worker parked inside a job resumes when its latch is set, whatever the order of the
+    /// setter's swap and notify against the worker's marking, park and wait (README §5, §7
+    /// "latch vs suspended wait"): else loom reports a deadlock.
+    #[test]
+    fn loom_parked_waiter_resumes_for_its_latch() {
+        loom::model(|| {
+            let sleep = Arc::new(Sleep::new(2));
+            let latch = Arc::new(CoreLatch::new());
+            let target = Arc::new(LUsize::new(1));
+            let w = {
+                let (sleep, latch, target) = (sleep.clone(), latch.clone(), target.clone());
+                thread::spawn(move || {
+                    park_waiting_on(&sleep, &latch, &target);
+                    assert!(latch.probe());
+                })
+            };
+            set_latch(&sleep, &latch);
+            w.join().unwrap();
+        });
+    }
+
+    /// A worker asleep inside a job while the target drops below it: it may be suspended in
+    /// place (`suspend_sleeper`), decline, or park itself; whichever, setting its latch
+    /// brings it back to finish the job (README §4 step 5, §5).
+    #[test]
+    fn loom_sleeper_inside_a_job_suspended_then_latch_set() {
+        loom::model(|| {
+            let sleep = Arc::new(Sleep::new(2));
+            let latch = Arc::new(CoreLatch::new());
+            let target = Arc::new(LUsize::new(2));
+            let w = {
+                let (sleep, latch, target) = (sleep.clone(), latch.clone(), target.clone());
+                let mut searching = false;
+                thread::spawn(move || loop {
+                    // The wait loop of `wait_until_cold` with idle's sleep, reduced.
+                    if searching {
+                        // Woken by the latch's setter, which counted us as a searcher.
+                        let _ = sleep.stop_searching();
+                        searching = false;
+                    }
+                    if latch.probe() {
+                        return;
+                    }
+                    if target.load(Ordering::SeqCst) <= 1 {
+                        park_waiting_on(&sleep, &latch, &target);
+                        continue;
+                    }
+                    if !latch.get_sleepy() {
+                        continue;
+                    }
+                    let recheck = || latch.probe() || target.load(Ordering::SeqCst) <= 1;
+                    let slept = sleep.sleep(1, false, recheck);
+                    latch.wake_up();
+                    match slept {
+                        Slept::Suspended => park_waiting_on(&sleep, &latch, &target),
+                        Slept::Woken => searching = true,
+                        Slept::Declined => {}
+                    }
+                })
+            };
+            target.store(1, Ordering::SeqCst);
+            let _ = sleep.suspend_sleeper(1, true);
+            set_latch(&sleep, &latch);
+            w.join().unwrap();
+            assert_eq!(sleep.snapshot(), (0, 0));
         });
     }
 
