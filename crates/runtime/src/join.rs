@@ -93,9 +93,7 @@ where
 
         while !job_b.latch.probe() {
             if worker.should_park_in_wait() {
-                // The target excludes us: park (our deque, `job_b` included, goes to the
-                // ready queues for the active workers) until `job_b` is done.
-                worker.wait_until(&job_b.latch);
+                park_until_done(worker, &job_b.latch);
                 break;
             }
             match worker.take_local_job() {
@@ -115,6 +113,14 @@ where
         // SAFETY: the latch is set, so the thief has stored the result.
         (result_a, unsafe { job_b.into_result() })
     })
+}
+
+/// The target excludes us: park (our deque, `job_b` included, goes to the ready queues for
+/// the active workers) until `job_b` is done. Out of line: `join`'s fast path only tests.
+#[cold]
+#[inline(never)]
+fn park_until_done(worker: &WorkerThread, latch: &SpinLatch<'_>) {
+    worker.wait_until(latch);
 }
 
 /// `oper_a` panicked: wait for `oper_b` (it borrows our stack), then re-raise.

@@ -189,10 +189,11 @@ impl WorkerThread {
     /// suspends: it is the user's thread).
     #[inline]
     pub(crate) fn should_suspend(&self) -> bool {
-        !(self.index == 0 && self.registry.borrowed_thread0)
-            // Relaxed: a late read only delays the suspension to the next safe point; the
-            // resume predicate re-reads it under the worker's mutex (README §5).
-            && self.index >= self.registry.control.target.load(Ordering::Relaxed)
+        // Relaxed: a late read only delays the suspension to the next safe point or wait;
+        // the resume predicate re-reads it under the worker's mutex (README §5). The target
+        // first: it is the one test on `join`'s fast path.
+        self.index >= self.registry.control.target.load(Ordering::Relaxed)
+            && !(self.index == 0 && self.registry.borrowed_thread0)
     }
 
     /// Safe point: re-pin to the allocated CPU set if it changed.
