@@ -89,20 +89,25 @@ fn cli_status_matches(socket: &std::path::Path, apps: usize) -> Status {
     cli
 }
 
-/// Over 40 snapshots: all `n` CPUs (at most 7 here) handed out, disjoint sets, applications
-/// within one CPU of each other, and every application holding CPUs at some point.
+/// Over 40 snapshots: disjoint sets, applications within one CPU of each other, and every
+/// application holding CPUs at some point; all `n` CPUs (at most 7 here) handed out in at
+/// least half of them. A snapshot can fall inside a hand-over: while a program releases a
+/// revoked CPU (more workers active than its target) it is skipped; after its worker parked
+/// and before the manager has acted on the ring (its next owner not yet published, longer
+/// when the manager waits for a CPU) the CPU is held by no one, which only the count of
+/// fully handed-out snapshots allows for.
 fn snapshots_are_fair_and_rotate(socket: &std::path::Path, n: u32) {
     let mut had_cpu = std::collections::BTreeMap::new();
-    let mut settled = 0;
+    let mut full = 0;
     for _ in 0..40 {
         let s = status(socket);
         if releasing(&s) {
             std::thread::sleep(Duration::from_millis(40));
             continue;
         }
-        settled += 1;
         let (total, disjoint) = split(&s);
-        assert_eq!(total, n.min(7), "{s:#?}");
+        assert!(total <= n.min(7), "{s:#?}");
+        full += u32::from(total == n.min(7));
         assert!(disjoint, "{s:#?}");
         let t: Vec<u32> = s.applications.iter().map(|a| a.target).collect();
         assert!(
@@ -119,8 +124,8 @@ fn snapshots_are_fair_and_rotate(socket: &std::path::Path, n: u32) {
         "an application never ran: {had_cpu:?}"
     );
     assert!(
-        settled >= 20,
-        "only {settled} of 40 snapshots were not in a hand-over"
+        full >= 20,
+        "all CPUs were handed out in only {full} of 40 snapshots"
     );
 }
 

@@ -4,7 +4,8 @@
 //! Before criterion's groups it prints what criterion cannot express: an interleaved A/B
 //! table (partita and rayon-core alternate round by round, the ratio is the median of
 //! per-round ratios — the robust number on a machine shared with other work), the reaction
-//! time of `set_target_workers` 2→1→2 (p50/p99) and the CPU an idle pool uses over one
+//! time of `set_target_workers` 2→1→2 (p50/p99), the same shrink in the middle of a busy
+//! `join` tree, and the CPU an idle pool uses over one
 //! second. Results and analysis: docs/bench/runtime.md.
 
 use criterion::{criterion_group, BatchSize, BenchmarkId, Criterion};
@@ -299,6 +300,46 @@ fn reaction_round_trip(p: &partita_runtime::ThreadPool) -> (Duration, Duration) 
     (to1, to2)
 }
 
+/// A revocation in the middle of a long `join` tree (fib(34), ~40 ms of work on two
+/// workers): time from `set_target_workers(1)` until the pool counts one active worker.
+/// Every worker's stack holds part of the tree, so this is how long a revoked worker keeps
+/// its CPU in a divide-and-conquer program (it parks at its next `join`).
+fn busy_shrink() {
+    let p = std::sync::Arc::new(partita_pool());
+    let mut shrink = Vec::new();
+    for _ in 0..50 {
+        let started = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let run = {
+            let (p, started) = (p.clone(), started.clone());
+            std::thread::spawn(move || {
+                p.install(|| {
+                    started.store(true, std::sync::atomic::Ordering::SeqCst);
+                    black_box(partita_algo::fib(34))
+                })
+            })
+        };
+        while !started.load(std::sync::atomic::Ordering::SeqCst) {
+            std::hint::spin_loop();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        let t0 = Instant::now();
+        p.set_target_workers(1);
+        while p.active_workers() != 1 {
+            std::hint::spin_loop();
+        }
+        shrink.push(t0.elapsed());
+        p.set_target_workers(2);
+        run.join().unwrap();
+    }
+    println!("shrink 2→1 in the middle of a busy join tree (fib(34)), 50 runs:");
+    println!(
+        "  p50 {:?}  p90 {:?}  max {:?}",
+        percentile(&mut shrink, 0.5),
+        percentile(&mut shrink, 0.9),
+        percentile(&mut shrink, 1.0)
+    );
+}
+
 fn percentile(v: &mut [Duration], q: f64) -> Duration {
     v.sort();
     v[((v.len() as f64 - 1.0) * q).round() as usize]
@@ -347,6 +388,7 @@ fn extra_measurements() {
         percentile(&mut up, 0.99)
     );
     drop(p);
+    busy_shrink();
 
     let p = partita_pool();
     let partita = idle_cpu(|| {

@@ -18,16 +18,40 @@ use crate::latch::CoreLatch;
 use crate::registry::Registry;
 use crate::worker::{bump, WorkerThread};
 
+/// The target word: the target (low 32 bits) and how many times it changed (high 32).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Targeted(pub(crate) u64);
+
+impl Targeted {
+    fn first(n: usize) -> Targeted {
+        Targeted(n as u64)
+    }
+
+    #[inline]
+    pub(crate) fn target(self) -> usize {
+        // Truncation intended: pools have at most `sleep::THREADS_MAX` workers.
+        self.0 as u32 as usize
+    }
+
+    pub(crate) fn changes(self) -> u64 {
+        self.0 >> 32
+    }
+
+    fn changed_to(self, t: usize) -> Targeted {
+        Targeted(((self.changes() + 1) << 32) | t as u32 as u64)
+    }
+}
+
 /// Process-control state of one pool (built by `Registry::new`).
 pub(crate) struct Control {
     pub(crate) mode: ProcessControl,
-    /// Workers with index < target should be active.
-    pub(crate) target: CachePadded<AtomicUsize>,
+    /// Workers with index < target should be active: the target in the low 32 bits, the
+    /// number of changes so far above it ([`Targeted`]). One word, so a parker reads a
+    /// target and the change that set it together: the hand-over ring goes once per change,
+    /// however often a worker parked inside a job bounces (`note_parked`).
+    pub(crate) target: CachePadded<AtomicU64>,
     /// Workers not suspended (decremented by `suspended`, incremented on resumption).
     pub(crate) active: AtomicUsize,
-    /// Bumped at every target change (under `change`, after the swap): the hand-over ring
-    /// goes once per change, however often a worker parked inside a job bounces.
-    pub(crate) target_changes: AtomicU64,
     /// Serialises target changes (so unpark/wake decisions see a consistent old/new pair).
     pub(crate) change: Mutex<()>,
     /// The allocated CPU set (`None`: no confinement); workers re-pin when `cpus_epoch` moves.
@@ -49,9 +73,8 @@ impl Control {
     pub(crate) fn new(mode: ProcessControl, n: usize) -> Control {
         Control {
             mode,
-            target: CachePadded::new(AtomicUsize::new(n)),
+            target: CachePadded::new(AtomicU64::new(Targeted::first(n).0)),
             active: AtomicUsize::new(n),
-            target_changes: AtomicU64::new(0),
             change: Mutex::new(()),
             cpus: Mutex::new(None),
             cpus_epoch: AtomicU64::new(0),
@@ -83,11 +106,13 @@ impl Registry {
         // SeqCst, under `change`: workers read the target (Relaxed) at safe points and in
         // their resume predicate under their own mutex, which `notify_worker` then takes
         // (README §4, §7 "resume vs suspend").
-        let old = self.control.target.swap(t, Ordering::SeqCst);
+        // Only target changes write the word, all under `change`: load, then store.
+        let cur = Targeted(self.control.target.load(Ordering::SeqCst));
+        let old = cur.target();
         if t != old {
-            // SeqCst after the swap: a parker that reads this count then reads this target
-            // or a later one (`note_parked`).
-            self.control.target_changes.fetch_add(1, Ordering::SeqCst);
+            self.control
+                .target
+                .store(cur.changed_to(t).0, Ordering::SeqCst);
         }
         if t > old {
             for i in old..t {
@@ -122,7 +147,7 @@ impl Registry {
     }
 
     pub(crate) fn target(&self) -> usize {
-        self.control.target.load(Ordering::SeqCst)
+        Targeted(self.control.target.load(Ordering::SeqCst)).target()
     }
 
     pub(crate) fn active(&self) -> usize {
@@ -192,7 +217,7 @@ impl WorkerThread {
         // Relaxed: a late read only delays the suspension to the next safe point or wait;
         // the resume predicate re-reads it under the worker's mutex (README §5). The target
         // first: it is the one test on `join`'s fast path.
-        self.index >= self.registry.control.target.load(Ordering::Relaxed)
+        self.index >= Targeted(self.registry.control.target.load(Ordering::Relaxed)).target()
             && !(self.index == 0 && self.registry.borrowed_thread0)
     }
 

@@ -92,7 +92,7 @@ pub(crate) struct Reporting {
     doorbell: Mutex<Option<Arc<dyn Doorbell>>>,
     /// When an event last sampled (ns since the pool started), for the rate bound.
     last_event_ns: AtomicU64,
-    /// The `Control::target_changes` count the last hand-over ring was for.
+    /// The target change (`Targeted::changes`) the last hand-over ring was for.
     rang_for: AtomicU64,
 }
 
@@ -201,12 +201,13 @@ impl Registry {
         }
         let bell = r.doorbell.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if let Some(bell) = bell {
-            // The change count first, then the target: a park that reads the latest count
-            // judges the latest target. A worker parked inside a job may resume for its latch
-            // and park again many times under one target; the manager needs one ring.
-            let change = self.control.target_changes.load(Ordering::SeqCst);
+            // A worker parked inside a job may resume for its latch and park again many
+            // times under one target; the manager needs one ring per change. The target and
+            // its change count are one word, read together.
+            let now = super::apply::Targeted(self.control.target.load(Ordering::SeqCst));
+            let change = now.changes();
             let ring =
-                active <= self.target() && r.rang_for.swap(change, Ordering::Relaxed) != change;
+                active <= now.target() && r.rang_for.swap(change, Ordering::Relaxed) != change;
             bell.parked(&|| self.active() as u32, ring);
         }
     }
