@@ -551,3 +551,39 @@ fn an_allocation_outside_the_starting_mask_is_followed() {
         );
     }
 }
+
+/// The default accounting of outside load (`uncontrolled = "system"`: every runnable thread
+/// that is not an application's): a lone fine-grained program — workers that finish a 50 µs
+/// task and sleep, a main thread polling every 200 µs — keeps both CPUs. Its own wake-ups
+/// used to read as one outside runnable thread in about one sample of four, and an outside
+/// runnable thread claims a CPU at once, so it held one CPU most of the time and ran 1.7–1.9×
+/// slower than without the manager (`daemon/sample.rs`).
+#[test]
+fn a_lone_fine_grained_program_is_not_its_own_outside_load() {
+    let _g = serial();
+    let dir = TempDir::new("lone");
+    let (_mgr, socket) = serve(&dir, "hello_timeout_ms = 500\n");
+    let _p = Proc::spawn(
+        Command::new(support::bin())
+            .args(["probe", "--name", "lone", "--pool", "2", "--demand", "2"])
+            .args(["--task-us", "50", "--socket"])
+            .arg(&socket)
+            .env("PARTITA_SOCKET", &socket),
+    );
+    assert!(wait_until(LONG, || status(&socket).applications.len() == 1));
+    if status(&socket).cpus_managed < 2 {
+        return;
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let mut full = 0;
+    for _ in 0..40 {
+        let s = status(&socket);
+        full += u32::from(s.applications.first().is_some_and(|a| a.target == 2));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        full >= 32,
+        "the lone program held both CPUs in only {full} of 40 snapshots: {:#?}",
+        status(&socket)
+    );
+}

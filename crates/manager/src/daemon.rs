@@ -6,13 +6,15 @@
 //! for the one that gives its partition a CPU, on a blocking thread).
 
 pub mod harness;
+mod sample;
+use sample::sampler;
 
 use crate::config::Config;
 use crate::enforce::{Enforcer, Prepared};
 use crate::limits::{AcceptBackoff, ConnLimits};
 use crate::proc_ref::ProcRef;
 use crate::realloc::{self, Doorbell};
-use crate::registry::{Peer, Registration, Registry, SampleRequest};
+use crate::registry::{Peer, Registration, Registry};
 use crate::status::Status;
 use crate::supervise::supervise;
 use crate::sys::SysError;
@@ -371,63 +373,6 @@ async fn bandwidth_ticker(shared: Arc<Shared>, period: Duration) {
             shared.ring();
         }
     }
-}
-
-/// Sample runnable threads of uncontrolled processes and reap exited ones.
-async fn sampler(shared: Arc<Shared>, period: Duration) {
-    let mut iv = tokio::time::interval(period);
-    iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        iv.tick().await;
-        let req = shared.lock().sample_request();
-        let s = shared.clone();
-        let measured = tokio::task::spawn_blocking(move || measure(&s, req)).await;
-        let Ok((now, gone)) = measured else { continue };
-        let mut r = shared.lock();
-        let reaped = r.untrack(&gone);
-        let changed = r.update_runnable(&now, 0.25);
-        drop(r);
-        if changed || reaped {
-            shared.ring();
-        }
-    }
-}
-
-/// Outside every lock but the enforcer's (briefly, for cgroup membership and to keep confined
-/// process trees inside their CPUs, see [`Enforcer::reconfine`]): runnable threads
-/// per partition, and the tracked processes whose process tree is gone.
-fn measure(shared: &Shared, req: SampleRequest) -> (Vec<u32>, Vec<i32>) {
-    let mut now = vec![0u32; req.partitions];
-    let mut tracked_total = 0;
-    let mut gone = Vec::new();
-    for &(k, pid, alive) in &req.tracked {
-        // Dead (by its pidfd, zombies included) and nothing left in its partition's cgroup:
-        // it is gone. Its pid may have been reused, so it is not measured.
-        if !alive {
-            if shared.enforcer().cgroup_pids(&req.names[k]).is_empty() {
-                gone.push(pid);
-            }
-            continue;
-        }
-        let mut pids = vec![pid];
-        pids.extend(sys::descendants(pid));
-        let x: u32 = pids.into_iter().map(sys::runnable_threads).sum();
-        now[k] += x;
-        tracked_total += x;
-    }
-    // A child that moved itself out of its program's CPUs goes back within one period.
-    shared.unless_stopped(Enforcer::reconfine);
-    if req.system_wide {
-        let apps: u32 = req
-            .app_pids
-            .into_iter()
-            .map(|(pid, tree)| sys::runnable_in(pid, tree))
-            .sum();
-        let all = sys::procs_running().unwrap_or(0);
-        // Minus this sampling thread itself.
-        now[0] += all.saturating_sub(apps + tracked_total + 1);
-    }
-    (now, gone)
 }
 
 async fn read_frame(stream: &mut UnixStream) -> Result<Option<ClientMessage>, (ErrorCode, String)> {

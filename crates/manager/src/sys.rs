@@ -234,6 +234,46 @@ pub fn procs_running() -> Result<u32, SysError> {
         })
 }
 
+/// CPU time the whole system spent busy (user, nice, system, irq, softirq, steal), in clock
+/// ticks, from the first line of `/proc/stat`.
+///
+/// ```
+/// let a = partita_manager::sys::busy_ticks().unwrap();
+/// assert!(partita_manager::sys::busy_ticks().unwrap() >= a);
+/// ```
+pub fn busy_ticks() -> Result<u64, SysError> {
+    let text = std::fs::read_to_string("/proc/stat").map_err(sys_err("read /proc/stat"))?;
+    parse_busy_ticks(&text)
+        .ok_or_else(|| sys_err("parse /proc/stat cpu")(io::Error::from(io::ErrorKind::InvalidData)))
+}
+
+/// The busy ticks of a `/proc/stat` text (`cpu` line: user nice system idle iowait irq
+/// softirq steal …; idle and iowait are not busy).
+///
+/// ```
+/// let t = "cpu  10 1 5 900 7 2 3 4 0 0\ncpu0 5 0 2 450 3 1 1 2 0 0\n";
+/// assert_eq!(partita_manager::sys::parse_busy_ticks(t), Some(10 + 1 + 5 + 2 + 3 + 4));
+/// ```
+pub fn parse_busy_ticks(stat: &str) -> Option<u64> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|v| v.parse().ok())
+        .collect::<Option<_>>()?;
+    let at = |i: usize| f.get(i).copied().unwrap_or(0);
+    (f.len() >= 4).then(|| at(0) + at(1) + at(2) + at(5) + at(6) + at(7))
+}
+
+/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`), the unit of [`busy_ticks`] and
+/// [`ProcStat::cpu_ticks`]; 100 where the call fails (Linux's fixed USER_HZ).
+pub fn ticks_per_second() -> u64 {
+    match nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK) {
+        Ok(Some(t)) if t > 0 => t as u64,
+        _ => 100,
+    }
+}
+
 /// Whether a process exists (and is not a zombie).
 ///
 /// ```

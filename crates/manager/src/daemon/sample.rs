@@ -1,0 +1,229 @@
+//! The sampler: runnable threads of uncontrolled processes per partition (Tucker's default
+//! set gets CPUs for them), and the tracked processes that exited.
+//!
+//! System-wide ("uncontrolled = system"), the default partition's count is the system's
+//! runnable threads (`procs_running`) minus the applications', the tracked processes' and
+//! the manager's own. That difference is of two readings taken at different instants, and a
+//! fine-grained program's workers sleep and wake every few hundred µs: about one sample in
+//! four read one runnable thread "outside" beside a lone program on an idle machine. Any
+//! outside runnable thread claims a CPU at once (`alloc::uncontrolled_demand`), so the lone
+//! program lost a CPU to its own workers' wake-ups and ran 1.6–1.9× slower under the default
+//! daemon. Two checks keep the count honest:
+//!
+//! 1. the known threads are read just before and just after `procs_running`, and the larger
+//!    reading is subtracted (`outside_runnable`);
+//! 2. the count stands only if outside threads also *used* CPU since the last sample: busy
+//!    time from `/proc/stat` minus the known processes' CPU time, in CPUs, at least
+//!    [`MIN_OUTSIDE_CPUS`] (`gate`). A phantom of the readings uses no CPU; a process that
+//!    wants a CPU uses a good part of one even when it has to share it.
+
+use super::Shared;
+use crate::enforce::Enforcer;
+use crate::registry::SampleRequest;
+use crate::sys;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Below this much CPU used by outside threads since the last sample (in CPUs), their
+/// runnable count is taken as a reading artefact: 0.
+pub(crate) const MIN_OUTSIDE_CPUS: f64 = 0.25;
+
+/// Sample runnable threads of uncontrolled processes and reap exited ones.
+pub(super) async fn sampler(shared: Arc<Shared>, period: Duration) {
+    let mut iv = tokio::time::interval(period);
+    iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let hz = sys::ticks_per_second() as f64;
+    let mut last: Option<(Instant, CpuTicks)> = None;
+    loop {
+        iv.tick().await;
+        let req = shared.lock().sample_request();
+        let s = shared.clone();
+        let measured = tokio::task::spawn_blocking(move || measure(&s, req)).await;
+        let Ok((mut now, gone, ticks)) = measured else {
+            continue;
+        };
+        if let Some(t) = ticks {
+            let at = Instant::now();
+            if let (Some((then, before)), Some(first)) = (last, now.first_mut()) {
+                let secs = at.duration_since(then).as_secs_f64();
+                *first = gate(*first, outside_cpus(before, t, secs, hz));
+            }
+            last = Some((at, t));
+        }
+        let mut r = shared.lock();
+        let reaped = r.untrack(&gone);
+        let changed = r.update_runnable(&now, 0.25);
+        drop(r);
+        if changed || reaped {
+            shared.ring();
+        }
+    }
+}
+
+/// Cumulative CPU ticks: the whole system busy, and the known processes (applications,
+/// tracked processes, the manager).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct CpuTicks {
+    pub busy: u64,
+    pub known: u64,
+}
+
+/// Outside every lock but the enforcer's (briefly, for cgroup membership and to keep confined
+/// process trees inside their CPUs, see [`Enforcer::reconfine`]): runnable threads per
+/// partition, the tracked processes whose process tree is gone, and (system-wide) the CPU
+/// ticks for the gate.
+fn measure(shared: &Shared, req: SampleRequest) -> (Vec<u32>, Vec<i32>, Option<CpuTicks>) {
+    let mut now = vec![0u32; req.partitions];
+    let mut tracked_total = 0;
+    let mut tracked_ticks = 0;
+    let mut gone = Vec::new();
+    for &(k, pid, alive) in &req.tracked {
+        // Dead (by its pidfd, zombies included) and nothing left in its partition's cgroup:
+        // it is gone. Its pid may have been reused, so it is not measured.
+        if !alive {
+            if shared.enforcer().cgroup_pids(&req.names[k]).is_empty() {
+                gone.push(pid);
+            }
+            continue;
+        }
+        let mut pids = vec![pid];
+        pids.extend(sys::descendants(pid));
+        for p in pids {
+            let x = sys::runnable_threads(p);
+            now[k] += x;
+            tracked_total += x;
+            tracked_ticks += cpu_ticks(p);
+        }
+    }
+    // A child that moved itself out of its program's CPUs goes back within one period.
+    shared.unless_stopped(Enforcer::reconfine);
+    if !req.system_wide {
+        return (now, gone, None);
+    }
+    let me = std::process::id() as i32;
+    // The applications' and the manager's own runnable threads (this sampling thread
+    // included), read just before and just after the system-wide count.
+    let known = || {
+        let apps: u32 = req
+            .app_pids
+            .iter()
+            .map(|&(pid, tree)| sys::runnable_in(pid, tree))
+            .sum();
+        apps + sys::runnable_in(me, false)
+    };
+    let before = known();
+    let all = sys::procs_running().unwrap_or(0);
+    let after = known();
+    now[0] += outside_runnable(all, before, after, tracked_total);
+    let app_ticks: u64 = req
+        .app_pids
+        .iter()
+        .map(|&(pid, tree)| {
+            let own = cpu_ticks(pid);
+            if tree {
+                own + sys::descendants(pid)
+                    .into_iter()
+                    .map(cpu_ticks)
+                    .sum::<u64>()
+            } else {
+                own
+            }
+        })
+        .sum();
+    let ticks = sys::busy_ticks().ok().map(|busy| CpuTicks {
+        busy,
+        known: app_ticks + tracked_ticks + cpu_ticks(me),
+    });
+    (now, gone, ticks)
+}
+
+/// A process's CPU ticks (its own threads' and its reaped children's); 0 if it is gone.
+fn cpu_ticks(pid: i32) -> u64 {
+    sys::read_proc_stat(pid, None).map_or(0, |s| s.cpu_ticks)
+}
+
+/// Runnable threads outside every application, tracked process and the manager itself,
+/// from the system-wide count `all` and the known threads read `before` and `after` it:
+/// the larger reading is subtracted.
+pub(crate) fn outside_runnable(all: u32, before: u32, after: u32, tracked: u32) -> u32 {
+    all.saturating_sub(before.max(after) + tracked)
+}
+
+/// CPUs' worth of time that outside threads used between two samples `secs` apart (`hz`
+/// ticks per second). A known process that exited or reaped a child moves the difference
+/// below the truth for one sample; it never goes below 0.
+pub(crate) fn outside_cpus(before: CpuTicks, now: CpuTicks, secs: f64, hz: f64) -> f64 {
+    if secs <= 0.0 || hz <= 0.0 {
+        return 0.0;
+    }
+    let busy = now.busy.saturating_sub(before.busy);
+    let known = now.known.saturating_sub(before.known);
+    busy.saturating_sub(known) as f64 / hz / secs
+}
+
+/// The outside runnable count, or 0 when outside threads used less than
+/// [`MIN_OUTSIDE_CPUS`] since the last sample.
+pub(crate) fn gate(runnable: u32, outside_cpus: f64) -> u32 {
+    if outside_cpus < MIN_OUTSIDE_CPUS {
+        0
+    } else {
+        runnable
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn t(busy: u64, known: u64) -> CpuTicks {
+        CpuTicks { busy, known }
+    }
+
+    #[test]
+    fn a_reading_artefact_is_gated_and_a_hog_is_not() {
+        // 100 Hz, 50 ms: 10 ticks on two CPUs. The known processes used all of them: the
+        // one "outside" runnable thread used nothing.
+        let used = outside_cpus(t(1000, 500), t(1010, 510), 0.05, 100.0);
+        assert_eq!(gate(1, used), 0);
+        // A hog sharing the machine got 3 of the 10 ticks: 0.6 CPU.
+        let used = outside_cpus(t(1000, 500), t(1010, 507), 0.05, 100.0);
+        assert!((used - 0.6).abs() < 1e-9);
+        assert_eq!(gate(1, used), 1);
+    }
+
+    #[test]
+    fn the_larger_known_reading_is_subtracted() {
+        // Two app workers seen at `all`'s instant, one of them asleep at the first reading.
+        assert_eq!(outside_runnable(3, 1, 2, 0), 1);
+        assert_eq!(outside_runnable(3, 2, 2, 0), 1);
+        assert_eq!(outside_runnable(2, 3, 1, 0), 0);
+        assert_eq!(outside_runnable(5, 1, 1, 2), 2);
+    }
+
+    proptest! {
+        /// Never negative, never more than the busy time allows, 0 for a bad interval.
+        #[test]
+        fn outside_use_is_bounded(b0 in 0u64..1_000_000, db in 0u64..1000,
+                                  k0 in 0u64..1_000_000, dk in 0u64..2000,
+                                  secs in 0.0f64..2.0) {
+            let used = outside_cpus(t(b0, k0), t(b0 + db, k0 + dk), secs, 100.0);
+            prop_assert!(used >= 0.0);
+            if secs > 0.0 {
+                prop_assert!(used <= db as f64 / 100.0 / secs + 1e-9);
+            } else {
+                prop_assert_eq!(used, 0.0);
+            }
+            // Counters that went backwards (a process gone) are not outside use.
+            prop_assert_eq!(outside_cpus(t(b0 + db, k0), t(b0, k0), 1.0, 100.0), 0.0);
+        }
+
+        /// The gate only ever lowers the count, and only to 0.
+        #[test]
+        fn gate_passes_or_zeroes(n in 0u32..64, used in 0.0f64..4.0) {
+            let g = gate(n, used);
+            prop_assert!(g == n || g == 0);
+            prop_assert_eq!(g == n, n == 0 || used >= MIN_OUTSIDE_CPUS);
+        }
+    }
+}
