@@ -55,14 +55,17 @@ fn revoke_from_x(x_task_us: u64) -> (u64, u64, u64) {
     let (from_y, _) = active_at(&y, 0, 0, Duration::from_secs(10)).expect("Y never parked");
     let from_x = x.line_count();
     y.send("demand 2");
-    let (_, set) = y
+    let (set_at, set) = y
         .wait_line(from_y, Duration::from_secs(5), |l| {
             l.starts_with("demand-set")
         })
         .expect("Y did not set its demand");
     let t0 = field(&set, "t").unwrap();
+    // From the demand on: just after Y's last worker parked, another may still come back
+    // for a moment to finish the step of a job whose latch was set as that one parked
+    // (crates/runtime/src/sleep/README.md §5), which is not a grant.
     let (_, y_resumed) =
-        active_at(&y, from_y, 1, Duration::from_secs(10)).expect("Y never got a CPU");
+        active_at(&y, set_at, 1, Duration::from_secs(10)).expect("Y never got a CPU");
     let (_, x_parked) = active_at(&x, from_x, 1, Duration::from_secs(10)).expect("X never shrank");
     (t0, x_parked, y_resumed)
 }
@@ -77,7 +80,7 @@ fn a_revoked_cpu_is_granted_after_its_worker_parks_or_the_deadline() {
     let handed = x_parked.min(t0 + D_US * 1000);
     println!(
         "Y resumed {} µs after its demand; X parked after {} µs",
-        (y_resumed - t0) / 1000,
+        y_resumed.saturating_sub(t0) / 1000,
         x_parked.saturating_sub(t0) / 1000
     );
     assert!(
@@ -95,7 +98,7 @@ fn the_park_rings_and_the_cpu_follows_at_once() {
     let (t0, x_parked, y_resumed) = revoke_from_x(500);
     println!(
         "Y resumed {} µs after its demand; X parked after {} µs",
-        (y_resumed - t0) / 1000,
+        y_resumed.saturating_sub(t0) / 1000,
         x_parked.saturating_sub(t0) / 1000
     );
     assert!(
