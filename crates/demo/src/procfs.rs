@@ -12,13 +12,7 @@ use std::path::Path;
 /// assert!(partita_demo::procfs::clock_ticks() >= 1.0);
 /// ```
 pub fn clock_ticks() -> f64 {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as f64
-    } else {
-        100.0
-    }
+    partita_manager::sys::ticks_per_second() as f64
 }
 
 /// `(voluntary, involuntary)` context switches from the text of `/proc/<pid>/status`.

@@ -189,6 +189,24 @@ pub fn runnable_in(pid: i32, tree: bool) -> u32 {
         .sum::<u32>()
 }
 
+/// CPU ticks of a process (its threads' and its reaped children's, [`ProcStat::cpu_ticks`]),
+/// and of its live descendants too when `tree` is set; 0 for a process that is gone. The
+/// CPU-time counterpart of [`runnable_in`].
+///
+/// ```
+/// let me = std::process::id() as i32;
+/// let own = partita_manager::sys::cpu_ticks_in(me, false);
+/// assert!(partita_manager::sys::cpu_ticks_in(me, true) >= own);
+/// ```
+pub fn cpu_ticks_in(pid: i32, tree: bool) -> u64 {
+    let ticks = |p: i32| read_proc_stat(p, None).map_or(0, |s| s.cpu_ticks);
+    let own = ticks(pid);
+    if !tree {
+        return own;
+    }
+    own + descendants(pid).into_iter().map(ticks).sum::<u64>()
+}
+
 /// Direct and indirect children of a process (via `/proc/PID/task/TID/children`).
 ///
 /// ```

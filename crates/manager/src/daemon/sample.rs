@@ -4,11 +4,12 @@
 //! System-wide ("uncontrolled = system"), the default partition's count is the system's
 //! runnable threads (`procs_running`) minus the applications', the tracked processes' and
 //! the manager's own. That difference is of two readings taken at different instants, and a
-//! fine-grained program's workers sleep and wake every few hundred µs: about one sample in
-//! four read one runnable thread "outside" beside a lone program on an idle machine. Any
-//! outside runnable thread claims a CPU at once (`alloc::uncontrolled_demand`), so the lone
-//! program lost a CPU to its own workers' wake-ups and ran 1.6–1.9× slower under the default
-//! daemon. Two checks keep the count honest:
+//! fine-grained program's workers sleep and wake every few hundred µs, so beside a lone
+//! program on an idle machine it often read one runnable thread "outside". Any outside
+//! runnable thread claims a CPU at once (`alloc::uncontrolled_demand`): the lone program held
+//! both CPUs in 11 of 40 status snapshots and ran 1.7–1.85× slower than without the manager
+//! (`tests/processes.rs::a_lone_fine_grained_program_is_not_its_own_outside_load`;
+//! docs/bench/manager.md §9). Two checks keep the count honest:
 //!
 //! 1. the known threads are read just before and just after `procs_running`, and the larger
 //!    reading is subtracted (`outside_runnable`);
@@ -17,9 +18,10 @@
 //!    the last sample or [`MIN_OUTSIDE_CPUS`] on average (`OutsideUse`, `gate`). A phantom
 //!    of the readings uses no CPU; a process that wants a CPU uses a good part of one even
 //!    when it has to share it. Two thresholds because the ticks are coarse (10 ms; a 50 ms
-//!    sample of two CPUs holds 10) and read a moment apart: one sample alone can show a
-//!    quarter CPU of nothing, which with a single 0.25 threshold still gave a lone program's
-//!    CPU away one sample in a few (1–5 parks per 1.2 s run).
+//!    sample of two CPUs holds 10) and read a moment apart: beside a busy program one
+//!    sample shows up to ±2 ticks (0.4 CPU) of nothing (docs/bench/manager.md §9). The
+//!    lone program still parks 1–5 times per 1.2 s run with either threshold: what lowers
+//!    its target then is not this count (not found yet).
 
 use super::Shared;
 use crate::enforce::Enforcer;
@@ -125,7 +127,7 @@ fn measure(shared: &Shared, req: SampleRequest) -> (Vec<u32>, Vec<i32>, Option<C
             let x = sys::runnable_threads(p);
             now[k] += x;
             tracked_total += x;
-            tracked_ticks += cpu_ticks(p);
+            tracked_ticks += sys::cpu_ticks_in(p, false);
         }
     }
     // A child that moved itself out of its program's CPUs goes back within one period.
@@ -151,28 +153,13 @@ fn measure(shared: &Shared, req: SampleRequest) -> (Vec<u32>, Vec<i32>, Option<C
     let app_ticks: u64 = req
         .app_pids
         .iter()
-        .map(|&(pid, tree)| {
-            let own = cpu_ticks(pid);
-            if tree {
-                own + sys::descendants(pid)
-                    .into_iter()
-                    .map(cpu_ticks)
-                    .sum::<u64>()
-            } else {
-                own
-            }
-        })
+        .map(|&(pid, tree)| sys::cpu_ticks_in(pid, tree))
         .sum();
     let ticks = sys::busy_ticks().ok().map(|busy| CpuTicks {
         busy,
-        known: app_ticks + tracked_ticks + cpu_ticks(me),
+        known: app_ticks + tracked_ticks + sys::cpu_ticks_in(me, false),
     });
     (now, gone, ticks)
-}
-
-/// A process's CPU ticks (its own threads' and its reaped children's); 0 if it is gone.
-fn cpu_ticks(pid: i32) -> u64 {
-    sys::read_proc_stat(pid, None).map_or(0, |s| s.cpu_ticks)
 }
 
 /// Runnable threads outside every application, tracked process and the manager itself,
