@@ -319,6 +319,42 @@ fn a_loop_of_short_scopes_reports_a_steady_demand() {
     let _ = Write::flush(&mut std::io::stdout());
 }
 
+/// A pool whose demand is its whole size cannot ask for more: its client samples every
+/// 10 ms, not every millisecond, so it does not preempt a busy worker a thousand times a
+/// second (a lone fine-grained program paid 6 % for it). Counted by the heartbeat, which
+/// the client writes once per tick; a loaded machine can only make it tick less.
+#[test]
+fn a_pool_asking_for_all_its_workers_ticks_slowly() {
+    let _env = env_lock();
+    let path = socket_path("full");
+    let listener = UnixListener::bind(&path).unwrap();
+    let pool = pool_for(&path, 2, None);
+    let mut s = accept(&listener);
+    read_hello(&mut s);
+    let page = welcome(&s, 6, 2);
+    let stop = Arc::new(AtomicBool::new(false));
+    busy_chains(&pool, 2, &stop);
+    rings_until(&mut s, &page, |d| d == 2);
+    let (mut ticks, mut last) = (0, page.app.heartbeat.load(Ordering::Acquire));
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(500) {
+        std::thread::sleep(Duration::from_micros(200));
+        let hb = page.app.heartbeat.load(Ordering::Acquire);
+        if hb != last {
+            (ticks, last) = (ticks + 1, hb);
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    assert_eq!(
+        page.app.demand.load(Ordering::Relaxed),
+        2,
+        "the demand fell"
+    );
+    // 500 ms of 10 ms ticks is 50 (a 1 ms tick gave about 500).
+    assert!(ticks <= 100, "{ticks} ticks in 500 ms at full demand");
+    drop(s);
+}
+
 /// Publish `target` into the page as the manager does (seqlock write), but without bumping the
 /// futex word or waking anyone: the client thread sleeps on, so only a worker that looks at
 /// the page at a safe point can notice.

@@ -138,8 +138,9 @@ pub(crate) fn attach(pool: Weak<dyn Controlled>, name: &str) -> Option<ClientGua
     }
 }
 
-/// Busy tick: how often demand is sampled while the pool has work (`PARTITA_CLIENT_TICK_US`
-/// overrides; default 1 ms). An idle pool samples every 10 ms.
+/// Busy tick: how often demand is sampled while the pool has work and may want more
+/// (`PARTITA_CLIENT_TICK_US` overrides; default 1 ms). An idle pool, or one that reports its
+/// whole size, samples every 10 ms (`session::tick_for`).
 fn busy_tick() -> Duration {
     std::env::var("PARTITA_CLIENT_TICK_US")
         .ok()

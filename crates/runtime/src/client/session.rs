@@ -25,6 +25,12 @@ pub(crate) enum End {
 /// Idle tick: used after demand has been 0 for [`IDLE_AFTER`].
 const IDLE_TICK: Duration = Duration::from_millis(10);
 const IDLE_AFTER: Duration = Duration::from_millis(100);
+/// Tick while the pool reports its whole size. Its demand cannot rise, and a fall is held for
+/// the estimate's hold time (100 ms) before it is reported, so a 1 ms tick would learn
+/// nothing sooner; it would only wake this thread, with its short slice, onto a CPU a busy
+/// worker holds a thousand times a second: 6 % of a lone fine-grained program's time
+/// (docs/bench/manager.md §10).
+const FULL_TICK: Duration = Duration::from_millis(10);
 /// Doorbells are rung at most this often (ns); a change inside the interval is in the page at
 /// once and rung by the next tick.
 const MIN_RING_NS: u64 = 200_000;
@@ -275,6 +281,7 @@ pub(crate) fn run(
         );
         side.heartbeat.store(monotonic_ns(), Ordering::Release);
         let watched = p.page_watched();
+        let full = demand as usize >= p.pool_size();
         drop(p);
         if bell.broken.load(Ordering::Relaxed) {
             return End::Lost("send: the doorbell could not be rung".into());
@@ -291,12 +298,7 @@ pub(crate) fn run(
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return End::Lost(format!("recv: {e}")),
         }
-        // An idle pool never ticks faster than a busy one; its events still ring at once.
-        let tick = if last_busy.elapsed() > IDLE_AFTER {
-            IDLE_TICK.max(busy_tick)
-        } else {
-            busy_tick
-        };
+        let tick = tick_for(busy_tick, last_busy.elapsed() > IDLE_AFTER, full);
         if watched {
             // A suspended worker wakes on the page and applies it: waking this thread too
             // would only add a thread competing for a CPU at the moment a grow needs one.
@@ -304,6 +306,19 @@ pub(crate) fn run(
         } else {
             page.manager.wait_for_change(seen_wake, tick);
         }
+    }
+}
+
+/// How long the client sleeps before its next sample: `busy_tick` while the pool's demand
+/// may rise, slower once it has been idle for [`IDLE_AFTER`] or asks for all its workers
+/// (`full`). Neither ever ticks faster than a busy pool; events still ring at once.
+fn tick_for(busy_tick: Duration, idle: bool, full: bool) -> Duration {
+    if idle {
+        IDLE_TICK.max(busy_tick)
+    } else if full {
+        FULL_TICK.max(busy_tick)
+    } else {
+        busy_tick
     }
 }
 
@@ -347,9 +362,10 @@ fn store_active(slot: &AtomicU32, read: &dyn Fn() -> u32) {
 
 #[cfg(test)]
 mod tests {
-    use super::{store_active, zero_quantum_expired};
+    use super::{store_active, tick_for, zero_quantum_expired, FULL_TICK, IDLE_TICK};
     use std::cell::Cell;
     use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Duration;
 
     #[test]
     fn a_count_that_moves_while_it_is_stored_is_stored_again() {
@@ -368,6 +384,21 @@ mod tests {
         store_active(&slot, &read);
         assert_eq!(slot.load(Ordering::SeqCst), 1);
         assert_eq!(reads.get(), 3, "stored 2, saw 1, stored 1, saw 1");
+    }
+
+    #[test]
+    fn a_pool_asking_for_all_its_workers_ticks_slowly() {
+        let ms = Duration::from_millis;
+        assert_eq!(
+            tick_for(ms(1), false, false),
+            ms(1),
+            "demand may rise: sample often"
+        );
+        assert_eq!(tick_for(ms(1), false, true), FULL_TICK);
+        assert_eq!(tick_for(ms(1), true, false), IDLE_TICK);
+        // A tick the user slowed down is never sped up.
+        assert_eq!(tick_for(ms(60_000), false, true), ms(60_000));
+        assert_eq!(tick_for(ms(60_000), true, true), ms(60_000));
     }
 
     #[test]
