@@ -123,7 +123,13 @@ pub fn child(a: &ChildArgs) -> Result<(), BoxError> {
     }
     if a.print_stats {
         let s = pool.stats();
-        println!("parks {} unparks {}", s.parks, s.unparks);
+        println!(
+            "parks {} unparks {} suspended_ms {:.1} idle_ms {:.1}",
+            s.parks,
+            s.unparks,
+            s.suspended_time.as_secs_f64() * 1e3,
+            s.idle_time.as_secs_f64() * 1e3
+        );
     }
     Ok(())
 }

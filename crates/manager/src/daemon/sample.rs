@@ -81,7 +81,15 @@ pub(super) async fn sampler(shared: Arc<Shared>, period: Duration) {
             if let (Some((then, before)), Some(first)) = (last, now.first_mut()) {
                 let secs = at.duration_since(then).as_secs_f64();
                 used = used.update(outside_cpus(before, t, secs, hz), ALPHA);
-                *first = gate(*first, used);
+                let runnable = *first;
+                *first = gate(runnable, used);
+                tracing::trace!(
+                    runnable,
+                    used_now = used.now,
+                    used_avg = used.avg,
+                    counted = *first,
+                    "outside load sampled"
+                );
             }
             last = Some((at, t));
         }
