@@ -156,6 +156,66 @@ fn demand_is_zero_when_idle_and_capped_by_need() {
     assert_eq!(reg.pool_size(), 2);
 }
 
+/// A worker that the target excludes parks before it re-pins: re-pinned first, it would
+/// move onto the CPUs its pool keeps, busy with its siblings, and wait there for a slice
+/// before it could park (the manager holds the revoked CPU until it has).
+#[test]
+fn a_revoked_worker_parks_without_repinning() {
+    use std::sync::atomic::{AtomicBool, AtomicI32};
+    use std::time::{Duration, Instant};
+    let cpus = |tid: i32| {
+        let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(tid)).unwrap();
+        (0..nix::sched::CpuSet::count())
+            .filter(|&c| set.is_set(c).unwrap_or(false))
+            .collect::<Vec<_>>()
+    };
+    if cpus(0).len() < 2 {
+        return; // nothing to narrow
+    }
+    let pool = ThreadPoolBuilder::new()
+        .process_control(crate::ProcessControl::Manual)
+        .num_threads(2)
+        .build()
+        .unwrap();
+    let reg = pool.registry.clone();
+    // Hold worker 1 in a job while both changes land, so its next safe point sees both.
+    let (hold, tid) = (Arc::new(AtomicBool::new(true)), Arc::new(AtomicI32::new(0)));
+    let (h, t) = (hold.clone(), tid.clone());
+    pool.spawn_broadcast(move |ctx| {
+        if ctx.index() == 1 {
+            t.store(nix::unistd::gettid().as_raw(), Ordering::SeqCst);
+            while h.load(Ordering::SeqCst) {
+                std::hint::spin_loop();
+            }
+        }
+    });
+    let start = Instant::now();
+    while tid.load(Ordering::SeqCst) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "worker 1 never ran"
+        );
+        std::thread::yield_now();
+    }
+    let before = cpus(tid.load(Ordering::SeqCst));
+    let first = before[0];
+    crate::client::Controlled::set_cpus(&*reg, Some(vec![first]));
+    reg.set_target(1, true);
+    hold.store(false, Ordering::SeqCst);
+    while reg.active() != 1 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "worker 1 never parked"
+        );
+        std::thread::yield_now();
+    }
+    assert_eq!(
+        cpus(tid.load(Ordering::SeqCst)),
+        before,
+        "re-pinned before parking"
+    );
+}
+
 #[test]
 fn set_cpus_repins_workers_at_safe_points() {
     let pool = ThreadPoolBuilder::new()

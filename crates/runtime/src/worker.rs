@@ -452,11 +452,14 @@ pub(crate) fn main_loop(seed: WorkerSeed) {
         }
         // Safe point: between two tasks, nothing of ours is in flight.
         wt.follow_manager();
-        wt.maybe_repin();
         if wt.should_suspend() {
             wt.park(None);
             continue;
         }
+        // After the park check: a revoked worker that re-pinned first would move itself onto
+        // the CPUs its pool keeps, busy with its siblings, and wait there for a slice before
+        // it could park (p90 0.9 ms of the shrink's 1.2 ms, `reaction 300`).
+        wt.maybe_repin();
         if let Some(job) = wt.find_work() {
             wt.execute(job);
             continue;

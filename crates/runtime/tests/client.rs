@@ -404,10 +404,19 @@ fn workers_follow_the_page_at_safe_points_without_the_client_thread() {
     wait_until("a worker to apply target 1 from its safe point", || {
         pool.target_workers() == 1 && pool.active_workers() == 1
     });
+    // The parked worker wrote the count into the page for the manager's hand-over.
+    wait_until("the page to read 1 active", || {
+        page.app.active.load(Ordering::Relaxed) == 1
+    });
     // Grow: the running worker applies it and resumes the other.
     publish_without_waking(&page, 2);
     wait_until("a worker to apply target 2 from its safe point", || {
         pool.target_workers() == 2 && pool.active_workers() == 2
+    });
+    // And the resumed one writes it too: with no tick, nothing else would, and a revocation
+    // reading the stale 1 would hand its CPU over while it still runs there.
+    wait_until("the page to read 2 active", || {
+        page.app.active.load(Ordering::Relaxed) == 2
     });
     // The page's futex word never moved: the client thread was not woken for either change.
     assert_eq!(page.manager.wake.load(Ordering::Relaxed), 0);

@@ -222,6 +222,10 @@ impl Watch for Bell {
         }
         true
     }
+
+    fn resumed(&self, active: &dyn Fn() -> u32) {
+        store_active(&self.page.app.active, active);
+    }
 }
 
 /// Takes the doorbell and the watch back from the pool when the session ends, however it

@@ -305,6 +305,7 @@ impl WorkerThread {
         reg.control.active.fetch_add(1, Ordering::SeqCst);
         control::hop!("resume", worker = self.index);
         reg.ready.set_active(self.index, true);
+        self.note_resumed();
         spent
     }
 }
