@@ -20,8 +20,10 @@
 //!    when it has to share it. Two thresholds because the ticks are coarse (10 ms; a 50 ms
 //!    sample of two CPUs holds 10) and read a moment apart: beside a busy program one
 //!    sample shows up to ±2 ticks (0.4 CPU) of nothing (docs/bench/manager.md §9). The
-//!    lone program still parks 1–5 times per 1.2 s run with either threshold: what lowers
-//!    its target then is not this count (not found yet).
+//!    average keeps a real load counted for about 400 ms after it ends (0.25 weight per
+//!    50 ms sample), so a phantom right after real outside work still counts: the parks
+//!    once blamed on this gate came from runs started just after a `PARTITA=off` run
+//!    (docs/bench/manager.md §10).
 
 use super::Shared;
 use crate::enforce::Enforcer;
