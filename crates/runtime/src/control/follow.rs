@@ -234,8 +234,13 @@ impl WorkerThread {
     /// rewrites it only every 10 ms while the pool asks for all its workers, and a revocation
     /// that reads a stale low count hands the CPU over at once while the worker that is to
     /// park still runs there (`reaction 300`: shrink p99 2.0 ms against 1.0). Through our
-    /// own copy of the watch: no lock a preempted client thread could hold.
+    /// own copy of the watch: no lock a preempted client thread could hold. Not when we
+    /// resumed only to finish a step of a job while the target still excludes us: we park
+    /// again at our next wait, and the manager is to go on counting us out.
     pub(crate) fn note_resumed(&self) {
+        if self.should_suspend() {
+            return;
+        }
         let slot = &self.registry.control.watch;
         if slot.generation.load(Ordering::Relaxed) != self.follow.generation.get() {
             self.refresh_watch();
