@@ -77,16 +77,17 @@ use crate::client::Controlled;
 use crate::Need;
 use std::time::{Duration, Instant};
 
-fn wait_active(reg: &crate::registry::Registry, n: usize) {
+/// Poll `cond` until it holds (a generous deadline a passing run never reaches).
+fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
     let start = Instant::now();
-    while reg.active() != n {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "active stuck at {}",
-            reg.active()
-        );
+    while !cond() {
+        assert!(start.elapsed() < Duration::from_secs(20), "{what}");
         std::thread::sleep(Duration::from_micros(100));
     }
+}
+
+fn wait_active(reg: &crate::registry::Registry, n: usize) {
+    eventually(&format!("active did not reach {n}"), || reg.active() == n);
 }
 
 #[test]
@@ -162,7 +163,6 @@ fn demand_is_zero_when_idle_and_capped_by_need() {
 #[test]
 fn a_revoked_worker_parks_without_repinning() {
     use std::sync::atomic::{AtomicBool, AtomicI32};
-    use std::time::{Duration, Instant};
     let cpus = |tid: i32| {
         let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(tid)).unwrap();
         (0..nix::sched::CpuSet::count())
@@ -189,26 +189,13 @@ fn a_revoked_worker_parks_without_repinning() {
             }
         }
     });
-    let start = Instant::now();
-    while tid.load(Ordering::SeqCst) == 0 {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "worker 1 never ran"
-        );
-        std::thread::yield_now();
-    }
+    eventually("worker 1 never ran", || tid.load(Ordering::SeqCst) != 0);
     let before = cpus(tid.load(Ordering::SeqCst));
     let first = before[0];
-    crate::client::Controlled::set_cpus(&*reg, Some(vec![first]));
+    Controlled::set_cpus(&*reg, Some(vec![first]));
     reg.set_target(1, true);
     hold.store(false, Ordering::SeqCst);
-    while reg.active() != 1 {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "worker 1 never parked"
-        );
-        std::thread::yield_now();
-    }
+    wait_active(&reg, 1);
     assert_eq!(
         cpus(tid.load(Ordering::SeqCst)),
         before,
