@@ -193,6 +193,14 @@ impl ManagerSide {
         sys::futex_wait(&self.wake, seen, timeout);
         self.wake.load(Ordering::Acquire)
     }
+
+    /// Wake every thread in [`wait_for_change`](Self::wait_for_change) without changing
+    /// `wake`: the waiter's reason to return is elsewhere (its client is stopping), and the
+    /// manager's changes stay the word's only ones. A waiter that has not entered the wait
+    /// yet is not woken: check the reason just before waiting.
+    pub fn wake_waiters(&self) {
+        sys::futex_wake(&self.wake, i32::MAX);
+    }
 }
 
 /// A mapped control page (either side). Dereferences to [`ControlPage`]; unmaps on drop.

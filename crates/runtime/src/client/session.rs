@@ -1,7 +1,7 @@
 //! One registered session: follow the page, report, notice the manager's departure.
 
 use super::register::Connection;
-use super::Controlled;
+use super::{Controlled, Stop};
 use crate::control::{Doorbell, Watch};
 use partita_protocol::page::{monotonic_ns, PageMap};
 use partita_protocol::wire::{frame_len, ClientMessage, ManagerMessage, MAX_MANAGER_FRAME};
@@ -231,10 +231,11 @@ impl Watch for Bell {
 /// Takes the doorbell and the watch back from the pool when the session ends, however it
 /// ends; from then on nothing of this session's page is applied. The socket is shut down
 /// here: a worker may hold the session (its watch) until its next safe point.
-struct Lend<'a>(&'a Weak<dyn Controlled>, &'a Bell);
+struct Lend<'a>(&'a Weak<dyn Controlled>, &'a Bell, &'a Stop);
 
 impl Drop for Lend<'_> {
     fn drop(&mut self) {
+        self.2.set_waker(None);
         self.1.applied().closed = true;
         let _ = self.1.stream.shutdown(std::net::Shutdown::Both);
         if let Some(p) = self.0.upgrade() {
@@ -247,11 +248,13 @@ impl Drop for Lend<'_> {
 pub(crate) fn run(
     pool: &Weak<dyn Controlled>,
     conn: Connection,
-    stop: &AtomicBool,
+    stop: &Stop,
     busy_tick: Duration,
 ) -> End {
     let bell = Arc::new(Bell::new(conn, pool.clone()));
-    let _lend = Lend(pool, &bell);
+    let _lend = Lend(pool, &bell, stop);
+    let b = bell.clone();
+    stop.set_waker(Some(Box::new(move || b.page.manager.wake_waiters())));
     match pool.upgrade() {
         Some(p) => {
             p.set_doorbell(Some(bell.clone() as Arc<dyn Doorbell>));
@@ -262,7 +265,7 @@ pub(crate) fn run(
     let page = &bell.page;
     let mut last_busy = Instant::now();
     loop {
-        if stop.load(Ordering::Acquire) {
+        if stop.requested() {
             let _ = (&bell.stream).write_all(&ClientMessage::Goodbye.encode());
             return End::Stopped;
         }
@@ -303,6 +306,10 @@ pub(crate) fn run(
             Err(e) => return End::Lost(format!("recv: {e}")),
         }
         let tick = tick_for(busy_tick, last_busy.elapsed() > IDLE_AFTER, full);
+        // Just before the wait: a stop requested since the loop's top woke nobody.
+        if stop.requested() {
+            continue;
+        }
         if watched {
             // A suspended worker wakes on the page and applies it: waking this thread too
             // would only add a thread competing for a CPU at the moment a grow needs one.
