@@ -51,11 +51,7 @@ fn workers_stop_after_pool_dropped_even_when_suspended() {
 
 #[test]
 fn pool_stays_alive_for_spawned_tasks() {
-    let pool = ThreadPoolBuilder::new()
-        .process_control(crate::ProcessControl::Manual)
-        .num_threads(2)
-        .build()
-        .unwrap();
+    let pool = manual_pool(2);
     let barrier = Arc::new(Barrier::new(2));
     let done = Arc::new(AtomicUsize::new(0));
     {
@@ -77,6 +73,15 @@ use crate::client::Controlled;
 use crate::Need;
 use std::time::{Duration, Instant};
 
+/// A pool of `n` that only these tests' calls control (no manager).
+fn manual_pool(n: usize) -> crate::ThreadPool {
+    ThreadPoolBuilder::new()
+        .process_control(crate::ProcessControl::Manual)
+        .num_threads(n)
+        .build()
+        .unwrap()
+}
+
 /// Poll `cond` until it holds (a generous deadline a passing run never reaches).
 fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
     let start = Instant::now();
@@ -92,11 +97,7 @@ fn wait_active(reg: &crate::registry::Registry, n: usize) {
 
 #[test]
 fn zero_quantum_holds_tasks_until_granted_again() {
-    let pool = ThreadPoolBuilder::new()
-        .process_control(crate::ProcessControl::Manual)
-        .num_threads(2)
-        .build()
-        .unwrap();
+    let pool = manual_pool(2);
     let reg = pool.registry.clone();
     Controlled::set_target_workers(&*reg, 0);
     wait_active(&reg, 0);
@@ -125,11 +126,7 @@ fn zero_quantum_holds_tasks_until_granted_again() {
 
 #[test]
 fn demand_is_zero_when_idle_and_capped_by_need() {
-    let pool = ThreadPoolBuilder::new()
-        .process_control(crate::ProcessControl::Manual)
-        .num_threads(2)
-        .build()
-        .unwrap();
+    let pool = manual_pool(2);
     let reg = pool.registry.clone();
     // Let the workers go idle.
     let start = Instant::now();
@@ -172,11 +169,7 @@ fn a_revoked_worker_parks_without_repinning() {
     if cpus(0).len() < 2 {
         return; // nothing to narrow
     }
-    let pool = ThreadPoolBuilder::new()
-        .process_control(crate::ProcessControl::Manual)
-        .num_threads(2)
-        .build()
-        .unwrap();
+    let pool = manual_pool(2);
     let reg = pool.registry.clone();
     // Hold worker 1 in a job while both changes land, so its next safe point sees both.
     let (hold, tid) = (Arc::new(AtomicBool::new(true)), Arc::new(AtomicI32::new(0)));
@@ -205,11 +198,7 @@ fn a_revoked_worker_parks_without_repinning() {
 
 #[test]
 fn set_cpus_repins_workers_at_safe_points() {
-    let pool = ThreadPoolBuilder::new()
-        .process_control(crate::ProcessControl::Manual)
-        .num_threads(2)
-        .build()
-        .unwrap();
+    let pool = manual_pool(2);
     let reg = pool.registry.clone();
     let affinity = || {
         let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
@@ -278,11 +267,7 @@ fn workers_never_leave_the_mask_the_pool_started_with() {
 
 #[test]
 fn idle_time_is_counted() {
-    let pool = ThreadPoolBuilder::new()
-        .process_control(crate::ProcessControl::Manual)
-        .num_threads(2)
-        .build()
-        .unwrap();
+    let pool = manual_pool(2);
     pool.install(|| ());
     std::thread::sleep(Duration::from_millis(20));
     pool.install(|| ());
