@@ -221,7 +221,9 @@ fn demand_changes_ring_without_waiting_for_a_tick() {
         pool.set_demand(Need::Unlimited);
         page.app.demand.load(Ordering::Relaxed) == 0
     });
-    // Work injected into a pool reporting 0 rings at once.
+    // Work injected into a pool reporting 0 rings at once (a millisecond after the 0 rang:
+    // doorbells are rate-bounded, see below).
+    std::thread::sleep(Duration::from_millis(1));
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
     pool.spawn_broadcast(move |_| {

@@ -80,7 +80,7 @@ impl Control {
             cpus_epoch: AtomicU64::new(0),
             allowed: crate::affinity::allowed_cpus(),
             need: Mutex::new(Need::Unlimited),
-            report: Reporting::default(),
+            report: Reporting::new(n),
             watch: Default::default(),
         }
     }

@@ -116,6 +116,20 @@ pub(crate) struct DemandEstimate {
 }
 
 impl DemandEstimate {
+    /// A new pool's estimate: its whole size, held like any report (until [`HOLD_NS`] after
+    /// the pool started, the clock's 0). A manager takes a registering pool's demand to be
+    /// its size until the pool reports; without this the first samples of a pool that has
+    /// just started (nothing run yet, a window barely begun) reported less, the manager
+    /// lowered the target, and a worker parked for the moment the estimate took to rise. A
+    /// pool that registers later than that reports what it measured at once.
+    pub(crate) fn starting_full(size: usize) -> DemandEstimate {
+        DemandEstimate {
+            samples: VecDeque::new(),
+            report: size as u32,
+            confirmed_ns: 0,
+        }
+    }
+
     /// Add a sample and return the demand to report, at most `limit` (the application's
     /// `Need`) and `size`. Samples older than the newest are ignored.
     pub(crate) fn observe(&mut self, s: Sample, size: usize, limit: usize) -> u32 {
@@ -151,6 +165,30 @@ mod tests {
     use proptest::prelude::*;
 
     const MS: u64 = 1_000_000;
+
+    #[test]
+    fn a_new_pool_reports_its_size_until_the_hold_after_its_start() {
+        let idle = |at_ns| Sample {
+            at_ns,
+            busy_ns: 0,
+            queued: 0,
+        };
+        let mut e = DemandEstimate::starting_full(4);
+        assert_eq!(
+            e.observe(idle(MS), 4, 4),
+            4,
+            "a just-started pool dropped its demand"
+        );
+        assert_eq!(e.observe(idle(HOLD_NS - MS), 4, 4), 4);
+        assert_eq!(
+            e.observe(idle(HOLD_NS + MS), 4, 4),
+            0,
+            "an idle pool held its CPUs"
+        );
+        // Registering long after its start, a pool reports what it measured at once.
+        let mut late = DemandEstimate::starting_full(4);
+        assert_eq!(late.observe(idle(10 * HOLD_NS), 4, 4), 0);
+    }
 
     #[test]
     fn busy_average_is_exact() {

@@ -96,11 +96,13 @@ pub(crate) struct Reporting {
     rang_for: AtomicU64,
 }
 
-impl Default for Reporting {
-    fn default() -> Self {
+impl Reporting {
+    /// The reporting state of a new pool of `size` workers (its demand starts at its size,
+    /// `DemandEstimate::starting_full`).
+    pub(crate) fn new(size: usize) -> Self {
         Reporting {
-            estimate: Mutex::new(DemandEstimate::default()),
-            reported: AtomicU32::new(0),
+            estimate: Mutex::new(DemandEstimate::starting_full(size)),
+            reported: AtomicU32::new(size as u32),
             live: AtomicBool::new(false),
             doorbell: Mutex::new(None),
             last_event_ns: AtomicU64::new(0),
