@@ -370,18 +370,48 @@ pub fn default_serve_socket() -> (PathBuf, bool) {
     (dir.join(partita_protocol::SOCKET_NAME), false)
 }
 
+/// An I/O error of a request to the manager at `socket`, naming what failed.
+fn io_error(what: &'static str, socket: &Path) -> impl FnOnce(std::io::Error) -> Error {
+    let context = format!("{what} {}", socket.display());
+    move |source| Error::Io { context, source }
+}
+
 fn request(socket: &Path, msg: &ClientMessage) -> Result<ManagerMessage, Error> {
-    let io = |what: &'static str| {
-        let ctx = format!("{what} {}", socket.display());
-        move |source| Error::Io {
-            context: ctx,
-            source,
-        }
-    };
+    let io = |what| io_error(what, socket);
     let mut s = std::os::unix::net::UnixStream::connect(socket).map_err(io("connect"))?;
     s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .map_err(io("set timeout on"))?;
-    s.write_all(&msg.encode()).map_err(io("write to"))?;
+    exchange(&mut s, msg, socket)
+}
+
+/// Send `msg` on a connected stream and read the reply.
+fn exchange(
+    s: &mut std::os::unix::net::UnixStream,
+    msg: &ClientMessage,
+    socket: &Path,
+) -> Result<ManagerMessage, Error> {
+    let io = |what| io_error(what, socket);
+    if let Err(e) = s.write_all(&msg.encode()) {
+        use std::io::ErrorKind::{BrokenPipe, ConnectionReset};
+        // A manager that refuses the peer itself (its credentials) replies and closes at
+        // once, before it reads: the write can then fail, and the reply is still ours to
+        // read (the peer is gone, so the read cannot wait).
+        return match e.kind() {
+            BrokenPipe | ConnectionReset => match read_reply(s, socket) {
+                Err(refused @ Error::Refused { .. }) => Err(refused),
+                _ => Err(io("write to")(e)),
+            },
+            _ => Err(io("write to")(e)),
+        };
+    }
+    read_reply(s, socket)
+}
+
+/// Read one manager reply; an error reply is `Error::Refused`.
+fn read_reply(
+    s: &mut std::os::unix::net::UnixStream,
+    socket: &Path,
+) -> Result<ManagerMessage, Error> {
     // EOF or reset before a whole reply: the manager went away mid-request (a shutdown,
     // typically); say so instead of the bare "failed to fill whole buffer".
     let read = |e: std::io::Error| {
@@ -393,7 +423,7 @@ fn request(socket: &Path, msg: &ClientMessage) -> Result<ManagerMessage, Error> 
                 socket.display()
             ))
         } else {
-            io("read from")(e)
+            io_error("read from", socket)(e)
         }
     };
     let mut prefix = [0u8; 4];
@@ -447,5 +477,32 @@ pub fn confine_self(
     )? {
         ManagerMessage::Confined { partition, cpus } => Ok((partition, cpus)),
         other => Err(Error::Protocol(format!("unexpected reply {other:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use partita_protocol::wire::ErrorCode;
+
+    /// A manager that refuses a peer at once replies and closes before it reads the request:
+    /// the request's write then fails, and the caller still gets the refusal, not the
+    /// broken pipe (a CI run read `Io { "write to …", BrokenPipe }` here).
+    #[test]
+    fn a_refusal_sent_before_the_request_is_read_is_reported() {
+        let (mut client, mut manager) = std::os::unix::net::UnixStream::pair().unwrap();
+        let refusal = ManagerMessage::Error {
+            code: ErrorCode::PermissionDenied,
+            message: "not visible from the manager's pid namespace".into(),
+        };
+        manager.write_all(&refusal.encode()).unwrap();
+        drop(manager);
+        let msg = ClientMessage::StatusRequest {
+            version: PROTOCOL_VERSION,
+        };
+        match exchange(&mut client, &msg, Path::new("m.sock")) {
+            Err(Error::Refused { code, .. }) => assert_eq!(code, ErrorCode::PermissionDenied),
+            other => panic!("expected the refusal, got {other:?}"),
+        }
     }
 }

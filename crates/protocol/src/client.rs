@@ -50,14 +50,22 @@ fn io(call: &'static str) -> impl FnOnce(std::io::Error) -> RegisterError {
 /// Connect to the manager at `socket` and register with `hello`; blocks at most a few
 /// seconds. Returns the socket (non-blocking from now on) and the mapped control page.
 pub fn register(socket: &Path, hello: Hello) -> Result<(UnixStream, PageMap), RegisterError> {
-    let mut stream = UnixStream::connect(socket).map_err(io("connect"))?;
+    let stream = UnixStream::connect(socket).map_err(io("connect"))?;
     check_listener(&stream)?;
     let t = Some(REGISTER_TIMEOUT);
     stream.set_read_timeout(t).map_err(io("setsockopt"))?;
     stream.set_write_timeout(t).map_err(io("setsockopt"))?;
-    stream
-        .write_all(&ClientMessage::Hello(hello).encode())
-        .map_err(io("send hello"))?;
+    if let Err(e) = (&stream).write_all(&ClientMessage::Hello(hello).encode()) {
+        use std::io::ErrorKind::{BrokenPipe, ConnectionReset};
+        // A manager that refuses the peer itself (its credentials) replies and closes before
+        // it reads: the write can then fail, and the refusal is still ours to read.
+        if matches!(e.kind(), BrokenPipe | ConnectionReset) {
+            if let Ok((ManagerMessage::Error { code, message }, _)) = read_reply(&stream) {
+                return Err(RegisterError::Refused { code, message });
+            }
+        }
+        return Err(io("send hello")(e));
+    }
     let (reply, fd) = read_reply(&stream)?;
     let app_id = match reply {
         ManagerMessage::Welcome { app_id, .. } => app_id,
