@@ -36,9 +36,9 @@ struct Args {
     /// Scope rounds per copy.
     #[arg(long, default_value_t = 300)]
     rounds: u64,
-    /// The manager's reallocation period in process-control mode, ms (its default: Tucker's 300).
-    #[arg(long)]
-    realloc_ms: Option<u64>,
+    /// The manager's reallocation period in process-control mode, ms.
+    #[arg(long, default_value_t = partita_manager::Config::default().realloc_period_ms)]
+    realloc_ms: u64,
     #[command(flatten)]
     task: TaskArgs,
 }
@@ -122,9 +122,7 @@ fn run_mode(mode: Mode, args: &Args, cpus: usize, tasks: u64) -> Result<f64, Box
         let config = partita_manager::Config {
             // Only the copies count, not whatever else the machine runs.
             uncontrolled: partita_manager::config::Uncontrolled::Tracked,
-            realloc_period_ms: args
-                .realloc_ms
-                .unwrap_or(partita_manager::Config::default().realloc_period_ms),
+            realloc_period_ms: args.realloc_ms,
             ..Default::default()
         };
         Some(partita_manager::spawn_in_process(config, socket.clone())?)

@@ -58,7 +58,7 @@ pub use status::Status;
 use partita_protocol::wire::{
     frame_len, ClientMessage, ManagerMessage, MAX_MANAGER_FRAME, PROTOCOL_VERSION,
 };
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -384,27 +384,19 @@ fn request(socket: &Path, msg: &ClientMessage) -> Result<ManagerMessage, Error> 
     exchange(&mut s, msg, socket)
 }
 
-/// Send `msg` on a connected stream and read the reply.
+/// Send `msg` on a connected stream and read the reply (a refusal sent before the manager
+/// read the request included: `send_request`).
 fn exchange(
     s: &mut std::os::unix::net::UnixStream,
     msg: &ClientMessage,
     socket: &Path,
 ) -> Result<ManagerMessage, Error> {
-    let io = |what| io_error(what, socket);
-    if let Err(e) = s.write_all(&msg.encode()) {
-        use std::io::ErrorKind::{BrokenPipe, ConnectionReset};
-        // A manager that refuses the peer itself (its credentials) replies and closes at
-        // once, before it reads: the write can then fail, and the reply is still ours to
-        // read (the peer is gone, so the read cannot wait).
-        return match e.kind() {
-            BrokenPipe | ConnectionReset => match read_reply(s, socket) {
-                Err(refused @ Error::Refused { .. }) => Err(refused),
-                _ => Err(io("write to")(e)),
-            },
-            _ => Err(io("write to")(e)),
-        };
+    use partita_protocol::client::{send_request, SendError};
+    match send_request(s, &msg.encode()) {
+        Ok(()) => read_reply(s, socket),
+        Err(SendError::Refused { code, message }) => Err(Error::Refused { code, message }),
+        Err(SendError::Io(e)) => Err(io_error("write to", socket)(e)),
     }
-    read_reply(s, socket)
 }
 
 /// Read one manager reply; an error reply is `Error::Refused`.
@@ -484,6 +476,7 @@ pub fn confine_self(
 mod tests {
     use super::*;
     use partita_protocol::wire::ErrorCode;
+    use std::io::Write;
 
     /// A manager that refuses a peer at once replies and closes before it reads the request:
     /// the request's write then fails, and the caller still gets the refusal, not the

@@ -47,6 +47,37 @@ fn io(call: &'static str) -> impl FnOnce(std::io::Error) -> RegisterError {
     move |source| RegisterError::Io { call, source }
 }
 
+/// Why a request could not be sent ([`send_request`]).
+#[derive(Debug)]
+pub enum SendError {
+    /// The manager refused the peer before it read the request: its reply.
+    Refused {
+        /// Error code.
+        code: ErrorCode,
+        /// Text.
+        message: String,
+    },
+    /// The write failed.
+    Io(std::io::Error),
+}
+
+/// Write one request frame to the manager. A manager that refuses the peer itself (its
+/// credentials) replies and closes at once, before it reads: the write can then fail with a
+/// broken pipe or a reset while its refusal is already ours to read (the peer is gone, so the
+/// read cannot wait), and that refusal is what is returned.
+pub fn send_request(stream: &UnixStream, frame: &[u8]) -> Result<(), SendError> {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionReset};
+    let Err(e) = (&*stream).write_all(frame) else {
+        return Ok(());
+    };
+    if matches!(e.kind(), BrokenPipe | ConnectionReset) {
+        if let Ok((ManagerMessage::Error { code, message }, _)) = read_reply(stream) {
+            return Err(SendError::Refused { code, message });
+        }
+    }
+    Err(SendError::Io(e))
+}
+
 /// Connect to the manager at `socket` and register with `hello`; blocks at most a few
 /// seconds. Returns the socket (non-blocking from now on) and the mapped control page.
 pub fn register(socket: &Path, hello: Hello) -> Result<(UnixStream, PageMap), RegisterError> {
@@ -55,16 +86,12 @@ pub fn register(socket: &Path, hello: Hello) -> Result<(UnixStream, PageMap), Re
     let t = Some(REGISTER_TIMEOUT);
     stream.set_read_timeout(t).map_err(io("setsockopt"))?;
     stream.set_write_timeout(t).map_err(io("setsockopt"))?;
-    if let Err(e) = (&stream).write_all(&ClientMessage::Hello(hello).encode()) {
-        use std::io::ErrorKind::{BrokenPipe, ConnectionReset};
-        // A manager that refuses the peer itself (its credentials) replies and closes before
-        // it reads: the write can then fail, and the refusal is still ours to read.
-        if matches!(e.kind(), BrokenPipe | ConnectionReset) {
-            if let Ok((ManagerMessage::Error { code, message }, _)) = read_reply(&stream) {
-                return Err(RegisterError::Refused { code, message });
-            }
+    match send_request(&stream, &ClientMessage::Hello(hello).encode()) {
+        Ok(()) => {}
+        Err(SendError::Refused { code, message }) => {
+            return Err(RegisterError::Refused { code, message })
         }
-        return Err(io("send hello")(e));
+        Err(SendError::Io(e)) => return Err(io("send hello")(e)),
     }
     let (reply, fd) = read_reply(&stream)?;
     let app_id = match reply {

@@ -458,7 +458,7 @@ pub(crate) fn main_loop(seed: WorkerSeed) {
         }
         // After the park check: a revoked worker that re-pinned first would move itself onto
         // the CPUs its pool keeps, busy with its siblings, and wait there for a slice before
-        // it could park (p90 0.9 ms of the shrink's 1.2 ms, `reaction 300`).
+        // it could park (docs/bench/manager.md §10).
         wt.maybe_repin();
         if let Some(job) = wt.find_work() {
             wt.execute(job);

@@ -233,7 +233,8 @@ impl WorkerThread {
     /// We resumed: the manager's page must not keep the count from before. The client's tick
     /// rewrites it only every 10 ms while the pool asks for all its workers, and a revocation
     /// that reads a stale low count hands the CPU over at once while the worker that is to
-    /// park still runs there (`reaction 300`: shrink p99 2.0 ms against 1.0). Through our
+    /// park still runs there (docs/bench/manager.md §10: shrink p99 2.0–2.3 ms without this,
+    /// 0.9–1.0 ms with the old 1 ms tick, `reaction 300`). Through our
     /// own copy of the watch: no lock a preempted client thread could hold. Not when we
     /// resumed only to finish a step of a job while the target still excludes us: we park
     /// again at our next wait, and the manager is to go on counting us out.
