@@ -16,10 +16,13 @@
 //! The copies are this executable re-run as `multiprogramming child …`; each checks that every
 //! task ran exactly once and exits non-zero otherwise, which fails the benchmark.
 
+#[path = "common/cpu_account.rs"]
+mod cpu_account;
 #[path = "common/scope_loop.rs"]
 mod scope_loop;
 
 use clap::Parser;
+use cpu_account::{Snapshot, Usage};
 use partita_stats::median;
 use scope_loop::{child, copy, BoxError, ChildArgs, Shape, TaskArgs};
 use std::time::Instant;
@@ -77,44 +80,69 @@ fn main() -> Result<(), BoxError> {
         "{} copies of a scope loop ({} rounds × {tasks} tasks of {} µs) on {cpus} CPUs, {} runs",
         args.copies, args.rounds, args.task.task_us, args.runs
     );
-    let mut times: Vec<(Mode, Vec<f64>)> = Mode::ALL.iter().map(|&m| (m, Vec::new())).collect();
+    let mut times: Vec<(Mode, Vec<Run>)> = Mode::ALL.iter().map(|&m| (m, Vec::new())).collect();
     for run in 0..args.runs {
         for (mode, v) in &mut times {
-            let t = run_mode(*mode, &args, cpus, tasks)?;
+            let r = run_mode(*mode, &args, cpus, tasks)?;
             eprintln!(
-                "run {}/{}: {:<16} {t:.3} s",
+                "run {}/{}: {:<16} {:.3} s (CPU: copies {:.3} s, manager {:.3} s, idle {:.3} s, other {:.3} s)",
                 run + 1,
                 args.runs,
-                mode.name()
+                mode.name(),
+                r.makespan,
+                r.usage.children.as_secs_f64(),
+                r.usage.own.as_secs_f64(),
+                r.usage.idle.as_secs_f64(),
+                r.other,
             );
-            v.push(t);
+            v.push(r);
         }
     }
     print_table(&times);
     Ok(())
 }
 
-fn print_table(times: &[(Mode, Vec<f64>)]) {
+/// One run of one mode: its makespan (s) and where the machine's CPU time went meanwhile.
+struct Run {
+    makespan: f64,
+    usage: Usage,
+    /// CPU time neither the copies, the manager nor idle took: other processes, the kernel.
+    other: f64,
+}
+
+/// The table: medians per mode. The CPU columns say where a slower mode lost its time
+/// (`benches/common/cpu_account.rs`): the copies' own CPU time, the manager's (this process),
+/// and the CPUs' idle time.
+fn print_table(times: &[(Mode, Vec<Run>)]) {
+    let med = |v: &[Run], f: fn(&Run) -> f64| median(&v.iter().map(f).collect::<Vec<_>>());
     let pc = times
         .iter()
         .find(|(m, _)| *m == Mode::ProcessControl)
-        .map_or(f64::NAN, |(_, v)| median(v));
-    println!("| mode | makespan s (median) | runs (s) | vs process control |");
-    println!("|---|---:|---|---:|");
+        .map_or(f64::NAN, |(_, v)| med(v, |r| r.makespan));
+    println!(
+        "| mode | makespan s (median) | runs (s) | vs process control \
+         | copies' CPU s | manager CPU s | idle CPU s | other CPU s |"
+    );
+    println!("|---|---:|---|---:|---:|---:|---:|---:|");
     for (mode, v) in times {
-        let runs: Vec<String> = v.iter().map(|t| format!("{t:.2}")).collect();
+        let runs: Vec<String> = v.iter().map(|r| format!("{:.2}", r.makespan)).collect();
+        let makespan = med(v, |r| r.makespan);
         println!(
-            "| {} | {:.3} | {} | {:.2}× |",
+            "| {} | {makespan:.3} | {} | {:.2}× | {:.3} | {:.3} | {:.3} | {:.3} |",
             mode.name(),
-            median(v),
             runs.join(" "),
-            median(v) / pc
+            makespan / pc,
+            med(v, |r| r.usage.children.as_secs_f64()),
+            med(v, |r| r.usage.own.as_secs_f64()),
+            med(v, |r| r.usage.idle.as_secs_f64()),
+            med(v, |r| r.other),
         );
     }
 }
 
-/// Run the copies together in `mode`; the makespan in seconds.
-fn run_mode(mode: Mode, args: &Args, cpus: usize, tasks: u64) -> Result<f64, BoxError> {
+/// Run the copies together in `mode`: the makespan, and the CPU time used from the first
+/// copy's start to the last one's exit.
+fn run_mode(mode: Mode, args: &Args, cpus: usize, tasks: u64) -> Result<Run, BoxError> {
     let dir = std::env::temp_dir().join(format!("partita-mp-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let socket = dir.join("m.sock");
@@ -134,6 +162,7 @@ fn run_mode(mode: Mode, args: &Args, cpus: usize, tasks: u64) -> Result<f64, Box
         Mode::Uncontrolled | Mode::ProcessControl => cpus,
     };
     let exe = std::env::current_exe()?;
+    let before = Snapshot::take();
     let t0 = Instant::now();
     let mut children = Vec::new();
     let shape = Shape {
@@ -154,12 +183,17 @@ fn run_mode(mode: Mode, args: &Args, cpus: usize, tasks: u64) -> Result<f64, Box
         }
     }
     let makespan = t0.elapsed().as_secs_f64();
+    let usage = before.until(Snapshot::take());
     if let Some(m) = manager {
         m.shutdown()?;
     }
     let _ = std::fs::remove_dir_all(&dir);
     match failed {
         Some(s) => Err(format!("{}: a copy failed ({s})", mode.name()).into()),
-        None => Ok(makespan),
+        None => Ok(Run {
+            makespan,
+            usage,
+            other: usage.other(cpus, makespan),
+        }),
     }
 }
