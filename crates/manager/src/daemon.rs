@@ -63,6 +63,16 @@ impl Shared {
         self.enforcer.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether the enforcer keeps a process tree inside its CPUs ([`Enforcer::reconfine`] has
+    /// work); `true` when its lock is held, so a caller that may skip work never waits on it.
+    fn may_have_confined_trees(&self) -> bool {
+        match self.enforcer.try_lock() {
+            Ok(e) => e.has_groups(),
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().has_groups(),
+            Err(std::sync::TryLockError::WouldBlock) => true,
+        }
+    }
+
     /// Change something outside the manager unless it is shutting down. Checked under the
     /// enforcer's lock: shutdown stops the doorbell before it takes that lock to restore
     /// everything, so the change happens before the restore (which undoes it) or not at all.
@@ -716,5 +726,47 @@ mod tests {
             shared.status().applications.is_empty(),
             "a ghost holds CPUs"
         );
+    }
+
+    #[test]
+    fn the_tick_counts_only_the_periods_of_policies_in_use() {
+        let tick = |toml: &str| {
+            let mut c = Config::from_toml_str(toml).unwrap();
+            c.cgroups = false;
+            shared(c, None).unwrap().lock().periods().tick
+        };
+        let ms = Duration::from_millis;
+        // Defaults: rotation 300 ms; DSS's 100 ms quantum and usage decay's period unused.
+        assert_eq!(tick(""), ms(300));
+        assert_eq!(
+            tick("[dss]\nquantum_ms = 100\n[[partition]]\nname = \"default\"\npolicy = \"dss\""),
+            ms(100)
+        );
+        assert_eq!(
+            tick("[usage_decay]\nperiod_ms = 50\n[[partition]]\nname = \"default\"\npolicy = \"usage-decay\""),
+            ms(50)
+        );
+    }
+
+    #[test]
+    fn a_manager_with_nothing_tracked_has_nothing_to_measure() {
+        let c = |uncontrolled| Config {
+            cgroups: false,
+            uncontrolled,
+            ..Config::default()
+        };
+        let tracked = shared(c(Uncontrolled::Tracked), None).unwrap();
+        let req = tracked.lock().sample_request();
+        assert!(sample::nothing_to_measure(&tracked, &req));
+        // A confined process tree (here: this test's process as a tree application) keeps
+        // the sampler measuring, to hold its descendants inside its CPUs.
+        let me = ProcRef::open(std::process::id() as i32).unwrap();
+        let cpus = tracked.lock().managed();
+        let _ = tracked.enforcer().confine_process(&me, &cpus, true);
+        assert!(!sample::nothing_to_measure(&tracked, &req));
+        tracked.enforcer().restore_all();
+        let system = shared(c(Uncontrolled::System), None).unwrap();
+        let req = system.lock().sample_request();
+        assert!(!sample::nothing_to_measure(&system, &req));
     }
 }

@@ -286,6 +286,11 @@ impl Enforcer {
         first_err.map_or(applied, Err)
     }
 
+    /// Whether [`Enforcer::reconfine`] has a group to check.
+    pub fn has_groups(&self) -> bool {
+        !self.groups.is_empty()
+    }
+
     /// Keep every group confined: narrow again every thread of its processes that has a CPU
     /// outside the group's set (a child that called `sched_setaffinity` or was started with
     /// `taskset`), and confine descendants that appeared since. The sampler calls this once

@@ -3,7 +3,9 @@
 //! sets. Synchronous and lock-protected; the daemon's tasks call into it.
 
 use crate::alloc::{self, AllocInput, AllocOutput, AppDemand, AppId, History, MemberId};
-use crate::config::{Config, Control, PartitionConfig, Uncontrolled, DEFAULT_PARTITION};
+use crate::config::{
+    Config, Control, PartitionConfig, PolicyKind, Uncontrolled, DEFAULT_PARTITION,
+};
 use crate::proc_ref::ProcRef;
 use crate::realloc::{self, AppView, Batch, Effect, PlanInput};
 use crate::status::{AppStatus, PartitionStatus, Status};
@@ -97,7 +99,8 @@ pub(crate) struct Periods {
     pub hello_timeout: Duration,
     /// Runnable-thread sampling of uncontrolled processes.
     pub sample: Duration,
-    /// The periodic reallocation tick: the shortest of the policies' periods.
+    /// The periodic reallocation tick: the shortest of the reallocation period and the
+    /// periods of the policies some partition uses.
     pub tick: Duration,
 }
 
@@ -186,11 +189,17 @@ impl Registry {
     /// The daemon's periods.
     pub(crate) fn periods(&self) -> Periods {
         let c = &self.config;
-        let tick = c
-            .realloc_period_ms
-            .min(c.usage_decay.period_ms)
-            .min(c.dss.quantum_ms)
-            .max(1);
+        let uses = |k: PolicyKind| self.partitions.iter().any(|p| p.policy == k);
+        // A policy's period counts only where a partition uses it: a 100 ms DSS quantum
+        // nobody uses would triple the rounds of every equipartition manager for nothing.
+        let mut tick = c.realloc_period_ms;
+        if uses(PolicyKind::UsageDecay) {
+            tick = tick.min(c.usage_decay.period_ms);
+        }
+        if uses(PolicyKind::Dss) {
+            tick = tick.min(c.dss.quantum_ms);
+        }
+        let tick = tick.max(1);
         Periods {
             hello_timeout: Duration::from_millis(c.hello_timeout_ms),
             sample: Duration::from_millis(c.sample_period_ms),

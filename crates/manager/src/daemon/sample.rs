@@ -73,10 +73,16 @@ pub(super) async fn sampler(shared: Arc<Shared>, period: Duration) {
     loop {
         iv.tick().await;
         let req = shared.lock().sample_request();
-        let s = shared.clone();
-        let measured = tokio::task::spawn_blocking(move || measure(&s, req)).await;
-        let Ok((mut now, gone, ticks)) = measured else {
-            continue;
+        let (mut now, gone, ticks) = if nothing_to_measure(&shared, &req) {
+            // No thread hop, no /proc read: with tracked processes only and none tracked, a
+            // sample costs the lock it takes (the averages still decay to 0).
+            (vec![0; req.partitions], Vec::new(), None)
+        } else {
+            let s = shared.clone();
+            match tokio::task::spawn_blocking(move || measure(&s, req)).await {
+                Ok(m) => m,
+                Err(_) => continue,
+            }
         };
         if let Some(t) = ticks {
             let at = Instant::now();
@@ -103,6 +109,13 @@ pub(super) async fn sampler(shared: Arc<Shared>, period: Duration) {
             shared.ring();
         }
     }
+}
+
+/// Whether a sample would find nothing: no tracked process, no system-wide count, and no
+/// confined process tree to keep inside its CPUs. An enforcer busy applying a reallocation
+/// counts as having trees (the sample then measures, as it always did).
+pub(super) fn nothing_to_measure(shared: &Shared, req: &SampleRequest) -> bool {
+    req.tracked.is_empty() && !req.system_wide && !shared.may_have_confined_trees()
 }
 
 /// Cumulative CPU ticks: the whole system busy, and the known processes (applications,
