@@ -31,6 +31,14 @@ const IDLE_AFTER: Duration = Duration::from_millis(100);
 /// worker holds a thousand times a second: 6 % of a lone fine-grained program's time
 /// (docs/bench/manager.md §10).
 const FULL_TICK: Duration = Duration::from_millis(10);
+/// Tick while the manager has suspended every worker (a zero target: another program's turn
+/// in a rotation, or a zero quantum). Nothing runs, so nothing is there to sample; its tick
+/// only woke a thread onto a CPU another program's worker holds. Work injected meanwhile
+/// still rings at once, the manager's next publish wakes the suspended workers itself, and a
+/// zero quantum's end bounds the wait ([`wait_for`]). What it delays: noticing a dead
+/// manager (the pool resumes on its own up to this much later) and the heartbeat in
+/// `partita status`.
+const SUSPENDED_TICK: Duration = Duration::from_millis(100);
 /// Doorbells are rung at most this often (ns); a change inside the interval is in the page at
 /// once and rung by the next tick.
 const MIN_RING_NS: u64 = 200_000;
@@ -131,6 +139,45 @@ impl Bell {
         }
         applied.epoch = Some(a.epoch);
         applied.expired = expired;
+    }
+
+    /// The client's sample: the demand, published through the doorbell; the page's reports
+    /// (active workers, tasks, idle time, traffic, heartbeat); what the next sample can learn
+    /// and whether a suspended worker watches the page.
+    fn sample(&self, p: &dyn Controlled) -> (u32, Sampling, bool) {
+        let demand = p.demand();
+        let side = &self.page.app;
+        store_active(&side.active, &|| p.active_workers() as u32);
+        side.tasks_run.store(p.tasks_run(), Ordering::Relaxed);
+        side.idle_ns.store(p.idle_ns(), Ordering::Relaxed);
+        side.bandwidth
+            .store(crate::traffic::published_bytes(), Ordering::Relaxed);
+        side.traffic_status.store(
+            crate::traffic::measured_traffic_status().code(),
+            Ordering::Relaxed,
+        );
+        side.heartbeat.store(monotonic_ns(), Ordering::Release);
+        let state = if p.active_workers() == 0 && p.target_workers() == 0 {
+            Sampling::Suspended
+        } else if demand as usize >= p.pool_size() {
+            Sampling::Full
+        } else {
+            Sampling::MayRise
+        };
+        (demand, state, p.page_watched())
+    }
+
+    /// How the session ends if the manager said anything: after the welcome, that is an
+    /// error report, or EOF.
+    fn manager_said(&self) -> Option<End> {
+        let mut buf = [0u8; 2048];
+        match (&self.stream).read(&mut buf) {
+            Ok(0) => Some(End::Lost("the manager closed the connection".into())),
+            Ok(n) => Some(End::Lost(describe(&buf[..n]))),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => None,
+            Err(e) => Some(End::Lost(format!("recv: {e}"))),
+        }
     }
 
     /// Publish `demand`; a socket error other than a full buffer is returned.
@@ -274,21 +321,7 @@ pub(crate) fn run(
         };
         let seen_wake = page.manager.wake.load(Ordering::Acquire);
         bell.apply(&*p, &mut bell.applied(), monotonic_ns(), false);
-        // Samples the pool and publishes the demand through the doorbell (see `Bell`).
-        let demand = p.demand();
-        let side = &page.app;
-        store_active(&side.active, &|| p.active_workers() as u32);
-        side.tasks_run.store(p.tasks_run(), Ordering::Relaxed);
-        side.idle_ns.store(p.idle_ns(), Ordering::Relaxed);
-        side.bandwidth
-            .store(crate::traffic::published_bytes(), Ordering::Relaxed);
-        side.traffic_status.store(
-            crate::traffic::measured_traffic_status().code(),
-            Ordering::Relaxed,
-        );
-        side.heartbeat.store(monotonic_ns(), Ordering::Release);
-        let watched = p.page_watched();
-        let full = demand as usize >= p.pool_size();
+        let (demand, state, watched) = bell.sample(&*p);
         drop(p);
         if bell.broken.load(Ordering::Relaxed) {
             return End::Lost("send: the doorbell could not be rung".into());
@@ -296,16 +329,19 @@ pub(crate) fn run(
         if demand > 0 {
             last_busy = Instant::now();
         }
-        // Anything from the manager after the welcome is an error report, or EOF.
-        let mut buf = [0u8; 2048];
-        match (&bell.stream).read(&mut buf) {
-            Ok(0) => return End::Lost("the manager closed the connection".into()),
-            Ok(n) => return End::Lost(describe(&buf[..n])),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return End::Lost(format!("recv: {e}")),
+        if let Some(end) = bell.manager_said() {
+            return end;
         }
-        let tick = tick_for(busy_tick, last_busy.elapsed() > IDLE_AFTER, full);
+        let state = match state {
+            Sampling::MayRise if last_busy.elapsed() > IDLE_AFTER => Sampling::Idle,
+            s => s,
+        };
+        let tick = wait_for(
+            tick_for(busy_tick, state),
+            page.manager.read().target,
+            page.manager.quantum_end.load(Ordering::Acquire),
+            monotonic_ns(),
+        );
         // Just before the wait: a stop requested since the loop's top woke nobody.
         if stop.requested() {
             continue;
@@ -320,17 +356,38 @@ pub(crate) fn run(
     }
 }
 
-/// How long the client sleeps before its next sample: `busy_tick` while the pool's demand
-/// may rise, slower once it has been idle for [`IDLE_AFTER`] or asks for all its workers
-/// (`full`). Neither ever ticks faster than a busy pool; events still ring at once.
-fn tick_for(busy_tick: Duration, idle: bool, full: bool) -> Duration {
-    if idle {
-        IDLE_TICK.max(busy_tick)
-    } else if full {
-        FULL_TICK.max(busy_tick)
-    } else {
-        busy_tick
+/// What the client's next sample can learn, which sets how soon it is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sampling {
+    /// The demand may rise: sample every `busy_tick`.
+    MayRise,
+    /// The pool reports its whole size ([`FULL_TICK`]).
+    Full,
+    /// Demand 0 for [`IDLE_AFTER`] ([`IDLE_TICK`]).
+    Idle,
+    /// Every worker suspended by a zero target ([`SUSPENDED_TICK`]).
+    Suspended,
+}
+
+/// How long the client sleeps before its next sample. Never faster than a busy pool's
+/// `busy_tick`; events still ring at once.
+fn tick_for(busy_tick: Duration, state: Sampling) -> Duration {
+    match state {
+        Sampling::MayRise => busy_tick,
+        Sampling::Full => FULL_TICK.max(busy_tick),
+        Sampling::Idle => IDLE_TICK.max(busy_tick),
+        Sampling::Suspended => SUSPENDED_TICK.max(busy_tick),
     }
+}
+
+/// `tick`, cut short to wake just after a zero quantum ends (`quantum_end`, monotonic ns;
+/// 0: no deadline), so that the pool resumes on its own then if the manager has not.
+fn wait_for(tick: Duration, target: u32, quantum_end: u64, now: u64) -> Duration {
+    if target != 0 || quantum_end == 0 {
+        return tick;
+    }
+    // +1 µs: `zero_quantum_expired` needs a time after the end, not at it.
+    tick.min(Duration::from_nanos(quantum_end.saturating_sub(now)) + Duration::from_micros(1))
 }
 
 /// Whether a zero target is a quantum that has ended (`quantum_end` is monotonic ns; 0: the
@@ -373,7 +430,10 @@ fn store_active(slot: &AtomicU32, read: &dyn Fn() -> u32) {
 
 #[cfg(test)]
 mod tests {
-    use super::{store_active, tick_for, zero_quantum_expired, FULL_TICK, IDLE_TICK};
+    use super::{
+        store_active, tick_for, wait_for, zero_quantum_expired, Sampling, FULL_TICK, IDLE_TICK,
+        SUSPENDED_TICK,
+    };
     use std::cell::Cell;
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::time::Duration;
@@ -401,15 +461,35 @@ mod tests {
     fn a_pool_asking_for_all_its_workers_ticks_slowly() {
         let ms = Duration::from_millis;
         assert_eq!(
-            tick_for(ms(1), false, false),
+            tick_for(ms(1), Sampling::MayRise),
             ms(1),
             "demand may rise: sample often"
         );
-        assert_eq!(tick_for(ms(1), false, true), FULL_TICK);
-        assert_eq!(tick_for(ms(1), true, false), IDLE_TICK);
+        assert_eq!(tick_for(ms(1), Sampling::Full), FULL_TICK);
+        assert_eq!(tick_for(ms(1), Sampling::Idle), IDLE_TICK);
         // A tick the user slowed down is never sped up.
-        assert_eq!(tick_for(ms(60_000), false, true), ms(60_000));
-        assert_eq!(tick_for(ms(60_000), true, true), ms(60_000));
+        assert_eq!(tick_for(ms(60_000), Sampling::Full), ms(60_000));
+        assert_eq!(tick_for(ms(60_000), Sampling::Idle), ms(60_000));
+        assert_eq!(tick_for(ms(60_000), Sampling::Suspended), ms(60_000));
+    }
+
+    #[test]
+    fn a_suspended_pool_ticks_slowest_but_wakes_when_its_zero_quantum_ends() {
+        let ms = Duration::from_millis;
+        let t = tick_for(ms(1), Sampling::Suspended);
+        assert_eq!(t, SUSPENDED_TICK);
+        assert!(SUSPENDED_TICK > FULL_TICK && SUSPENDED_TICK > IDLE_TICK);
+        let now = 1_000_000_000;
+        // A rotation's zero target has no deadline: the manager's publish wakes the workers.
+        assert_eq!(wait_for(t, 0, 0, now), t);
+        // A zero quantum ending in 30 ms: wake just after it (`zero_quantum_expired` then).
+        let end = now + 30_000_000;
+        let w = wait_for(t, 0, end, now);
+        assert_eq!(w, ms(30) + Duration::from_micros(1));
+        assert!(zero_quantum_expired(0, end, now + w.as_nanos() as u64));
+        // An ended quantum: wake at once. A running pool: its own tick.
+        assert_eq!(wait_for(t, 0, now - 1, now), Duration::from_micros(1));
+        assert_eq!(wait_for(ms(10), 1, end, now), ms(10));
     }
 
     #[test]
