@@ -193,7 +193,13 @@ fn run_mode(mode: Mode, args: &Args, cpus: usize, tasks: u64) -> Result<Run, Box
         None => Ok(Run {
             makespan,
             usage,
-            other: usage.other(cpus, makespan),
+            other: other_cpu(&usage, cpus, makespan),
         }),
     }
+}
+
+/// The rest of `cpus × wall` (s): other processes and the kernel's own threads. Small
+/// negative values are rounding (rusage advances per accounting tick, idle per µs).
+fn other_cpu(u: &Usage, cpus: usize, wall: f64) -> f64 {
+    cpus as f64 * wall - (u.idle + u.children + u.own).as_secs_f64()
 }

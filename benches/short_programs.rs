@@ -18,10 +18,13 @@
 //! workers parked (each short program's arrival and departure may move a CPU). Both programs
 //! are `benches/common/scope_loop.rs`; every task is checked to run exactly once.
 
+#[path = "common/cpu_account.rs"]
+mod cpu_account;
 #[path = "common/scope_loop.rs"]
 mod scope_loop;
 
 use clap::Parser;
+use cpu_account::{Snapshot, Usage};
 use partita_stats::median;
 use scope_loop::{child, copy, BoxError, ChildArgs, Shape, TaskArgs};
 use std::path::Path;
@@ -62,6 +65,8 @@ impl Mode {
 #[derive(Debug, Clone, Default)]
 struct Sample {
     long_alone: f64,
+    /// Where the CPU time went while L ran alone (`benches/common/cpu_account.rs`).
+    alone_usage: Usage,
     long_beside: f64,
     shorts: usize,
     short_median: f64,
@@ -116,13 +121,14 @@ fn main() -> Result<(), BoxError> {
 fn print_table(modes: &[Mode], samples: &[Vec<Sample>]) {
     let med = |v: &[Sample], f: fn(&Sample) -> f64| median(&v.iter().map(f).collect::<Vec<_>>());
     println!(
-        "| mode | L alone s | L beside the stream s | slowdown | shorts done | short lifetime ms | L parks per short |"
+        "| mode | L alone s | L beside the stream s | slowdown | shorts done | short lifetime ms \
+         | L parks per short | L alone: its CPU s | manager CPU s | idle CPU s |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (mode, v) in modes.iter().zip(samples) {
         let ratio = med(v, |s| s.long_beside / s.long_alone);
         println!(
-            "| {} | {:.3} | {:.3} | {:.2}× | {:.0} | {:.1} | {:.2} |",
+            "| {} | {:.3} | {:.3} | {:.2}× | {:.0} | {:.1} | {:.2} | {:.3} | {:.3} | {:.3} |",
             mode.name(),
             med(v, |s| s.long_alone),
             med(v, |s| s.long_beside),
@@ -130,6 +136,9 @@ fn print_table(modes: &[Mode], samples: &[Vec<Sample>]) {
             med(v, |s| s.shorts as f64),
             med(v, |s| s.short_median) * 1e3,
             med(v, |s| s.parks as f64 / s.shorts.max(1) as f64),
+            med(v, |s| s.alone_usage.children.as_secs_f64()),
+            med(v, |s| s.alone_usage.own.as_secs_f64()),
+            med(v, |s| s.alone_usage.idle.as_secs_f64()),
         );
     }
 }
@@ -162,9 +171,11 @@ fn run_mode(mode: Mode, long: Shape, short: Shape) -> Result<Sample, BoxError> {
 
 fn measure(long: Shape, short: Shape, socket: Option<&Path>) -> Result<Sample, BoxError> {
     let exe = std::env::current_exe()?;
+    let before = Snapshot::take();
     let t = Instant::now();
     let (ok, _) = finish(copy(&exe, long, "long", socket, true)?)?;
     let long_alone = t.elapsed().as_secs_f64();
+    let alone_usage = before.until(Snapshot::take());
     if !ok {
         return Err("the long program failed alone".into());
     }
@@ -186,6 +197,7 @@ fn measure(long: Shape, short: Shape, socket: Option<&Path>) -> Result<Sample, B
     }
     Ok(Sample {
         long_alone,
+        alone_usage,
         long_beside,
         shorts: lifetimes.len(),
         short_median: if lifetimes.is_empty() {

@@ -44,14 +44,6 @@ impl Snapshot {
     }
 }
 
-impl Usage {
-    /// The rest of `cpus × wall` (s): other processes and the kernel's own threads. Negative
-    /// values are rounding (rusage is per tick of accounting, idle per µs).
-    pub fn other(&self, cpus: usize, wall: f64) -> f64 {
-        cpus as f64 * wall - (self.idle + self.children + self.own).as_secs_f64()
-    }
-}
-
 fn cpu_time(who: UsageWho) -> Duration {
     // getrusage fails only on an invalid `who`; a zero would show as no CPU time used.
     getrusage(who).map_or(Duration::ZERO, |u| {
