@@ -66,6 +66,24 @@ fn members_of<'a>(
         .collect()
 }
 
+/// How stale an application's reports may get in a partition of this policy, µs (the page's
+/// `report_period_us`). The bandwidth policy turns successive traffic readings into a rate
+/// once per quantum, so a reading a client tick old skews that rate by tick / quantum: it
+/// gets a twentieth of its quantum (10 ms for the paper's 200 ms). Every other policy reads
+/// only the demand, which the client rings at once, and `partita status` and `top` show the
+/// rest (`top` calls a heartbeat older than 1 s stale): 100 ms, so that a busy pool's client
+/// does not wake onto its workers' CPUs a hundred times a second for nothing.
+pub(crate) fn report_period_us(policy: PolicyKind, bandwidth_quantum_ms: u64) -> u32 {
+    const STATUS_US: u64 = 100_000;
+    let us = match policy {
+        PolicyKind::Bandwidth => {
+            (bandwidth_quantum_ms.saturating_mul(1000) / 20).clamp(1000, STATUS_US)
+        }
+        _ => STATUS_US,
+    };
+    us as u32
+}
+
 /// Slack added to `quantum_end` so a manager tick that is a little late does not make parked
 /// clients resume for a moment: a client resumes on its own only when the manager missed its
 /// tick by more than this.
@@ -306,6 +324,21 @@ fn capacity(c: &BandwidthConfig) -> Capacity {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_bandwidth_policy_needs_fresh_reports() {
+        assert_eq!(report_period_us(PolicyKind::Bandwidth, 200), 10_000);
+        assert_eq!(report_period_us(PolicyKind::Bandwidth, 5), 1000, "floor");
+        assert_eq!(report_period_us(PolicyKind::Bandwidth, 60_000), 100_000);
+        for p in [
+            PolicyKind::Equipartition,
+            PolicyKind::UsageDecay,
+            PolicyKind::Dss,
+            PolicyKind::Batch,
+        ] {
+            assert_eq!(report_period_us(p, 200), 100_000, "{p}");
+        }
+    }
 
     fn config(capacity: Option<f64>, sources: &[&str]) -> Config {
         let mut c = Config::from_toml_str(

@@ -383,6 +383,13 @@ impl Registry {
         page.manager
             .partition_only
             .store(partition_only as u32, Ordering::Relaxed);
+        let period = crate::quantum::report_period_us(
+            self.partitions[partition].policy,
+            self.config.bandwidth.quantum_ms,
+        );
+        page.manager
+            .report_period_us
+            .store(period, Ordering::Relaxed);
         // Until the application reports, assume it wants its whole pool.
         page.app.demand.store(req.pool_size, Ordering::Relaxed);
         page.app.heartbeat.store(monotonic_ns(), Ordering::Relaxed);

@@ -69,6 +69,11 @@ pub struct ManagerSide {
     /// Non-zero when the application should keep its worker target at pool size and only
     /// follow the CPU set (the demo's partitioned mode).
     pub partition_only: AtomicU32,
+    /// How stale the manager lets the application's reports (traffic, tasks run, heartbeat)
+    /// get, µs: the client samples at least this often even when its demand cannot rise. 0:
+    /// not said (a manager that predates the field); the client keeps its own default. Added
+    /// to layout 1 in unused space (see the README's versioning rule).
+    pub report_period_us: AtomicU32,
     /// CPU set bitset (bit `i % 64` of word `i / 64` is CPU `i`).
     pub cpus: [AtomicU64; CPUSET_WORDS],
 }
@@ -408,6 +413,7 @@ mod tests {
             m + offset_of!(ManagerSide, wake),
             m + offset_of!(ManagerSide, quantum_end),
             m + offset_of!(ManagerSide, partition_only),
+            m + offset_of!(ManagerSide, report_period_us),
             m + offset_of!(ManagerSide, cpus),
             a,
             a + offset_of!(AppSide, active),
@@ -419,7 +425,7 @@ mod tests {
         ];
         assert_eq!(
             got,
-            [0, 8, 12, 16, 64, 72, 76, 80, 88, 96, 256, 260, 264, 272, 280, 288, 296]
+            [0, 8, 12, 16, 64, 72, 76, 80, 88, 92, 96, 256, 260, 264, 272, 280, 288, 296]
         );
         // The application's half still fits its own cache lines, before the page's end.
         assert!(a + std::mem::size_of::<AppSide>() <= PAGE_SIZE);

@@ -25,11 +25,13 @@ pub(crate) enum End {
 /// Idle tick: used after demand has been 0 for [`IDLE_AFTER`].
 const IDLE_TICK: Duration = Duration::from_millis(10);
 const IDLE_AFTER: Duration = Duration::from_millis(100);
-/// Tick while the pool reports its whole size. Its demand cannot rise, and a fall is held for
-/// the estimate's hold time (100 ms) before it is reported, so a 1 ms tick would learn
-/// nothing sooner; it would only wake this thread, with its short slice, onto a CPU a busy
-/// worker holds a thousand times a second: 6 % of a lone fine-grained program's time
-/// (docs/bench/manager.md §10).
+/// Tick while the pool reports its whole size, unless the manager's page sets how stale the
+/// reports may get (`report_period_us`: 100 ms, or a twentieth of the bandwidth policy's
+/// quantum). Its demand cannot rise, and a fall is held for the estimate's hold time
+/// (100 ms) before it is reported, so a 1 ms tick would learn nothing sooner; it would only
+/// wake this thread, with its short slice, onto a CPU a busy worker holds a thousand times a
+/// second: 6 % of a lone fine-grained program's time, and 0.5 % at 10 ms
+/// (docs/bench/manager.md §10, §11).
 const FULL_TICK: Duration = Duration::from_millis(10);
 /// Tick while the manager has suspended every worker (a zero target: another program's turn
 /// in a rotation, or a zero quantum). Nothing runs, so nothing is there to sample; its tick
@@ -336,8 +338,12 @@ pub(crate) fn run(
             Sampling::MayRise if last_busy.elapsed() > IDLE_AFTER => Sampling::Idle,
             s => s,
         };
+        let report = match page.manager.report_period_us.load(Ordering::Relaxed) {
+            0 => None,
+            us => Some(Duration::from_micros(us.into())),
+        };
         let tick = wait_for(
-            tick_for(busy_tick, state),
+            tick_for(busy_tick, state, report),
             page.manager.read().target,
             page.manager.quantum_end.load(Ordering::Acquire),
             monotonic_ns(),
@@ -369,12 +375,13 @@ enum Sampling {
     Suspended,
 }
 
-/// How long the client sleeps before its next sample. Never faster than a busy pool's
-/// `busy_tick`; events still ring at once.
-fn tick_for(busy_tick: Duration, state: Sampling) -> Duration {
+/// How long the client sleeps before its next sample; `report`: the manager's
+/// `report_period_us`, if it set one. Never faster than a busy pool's `busy_tick`; events
+/// still ring at once.
+fn tick_for(busy_tick: Duration, state: Sampling, report: Option<Duration>) -> Duration {
     match state {
         Sampling::MayRise => busy_tick,
-        Sampling::Full => FULL_TICK.max(busy_tick),
+        Sampling::Full => report.unwrap_or(FULL_TICK).max(busy_tick),
         Sampling::Idle => IDLE_TICK.max(busy_tick),
         Sampling::Suspended => SUSPENDED_TICK.max(busy_tick),
     }
@@ -461,22 +468,29 @@ mod tests {
     fn a_pool_asking_for_all_its_workers_ticks_slowly() {
         let ms = Duration::from_millis;
         assert_eq!(
-            tick_for(ms(1), Sampling::MayRise),
+            tick_for(ms(1), Sampling::MayRise, Some(ms(100))),
             ms(1),
             "demand may rise: sample often"
         );
-        assert_eq!(tick_for(ms(1), Sampling::Full), FULL_TICK);
-        assert_eq!(tick_for(ms(1), Sampling::Idle), IDLE_TICK);
+        // The manager says how stale its reports may get; a manager that predates the field
+        // leaves it 0 (None): the client's own default.
+        assert_eq!(tick_for(ms(1), Sampling::Full, Some(ms(100))), ms(100));
+        assert_eq!(tick_for(ms(1), Sampling::Full, Some(ms(10))), ms(10));
+        assert_eq!(tick_for(ms(1), Sampling::Full, None), FULL_TICK);
+        assert_eq!(tick_for(ms(1), Sampling::Idle, None), IDLE_TICK);
         // A tick the user slowed down is never sped up.
-        assert_eq!(tick_for(ms(60_000), Sampling::Full), ms(60_000));
-        assert_eq!(tick_for(ms(60_000), Sampling::Idle), ms(60_000));
-        assert_eq!(tick_for(ms(60_000), Sampling::Suspended), ms(60_000));
+        assert_eq!(
+            tick_for(ms(60_000), Sampling::Full, Some(ms(10))),
+            ms(60_000)
+        );
+        assert_eq!(tick_for(ms(60_000), Sampling::Idle, None), ms(60_000));
+        assert_eq!(tick_for(ms(60_000), Sampling::Suspended, None), ms(60_000));
     }
 
     #[test]
     fn a_suspended_pool_ticks_slowest_but_wakes_when_its_zero_quantum_ends() {
         let ms = Duration::from_millis;
-        let t = tick_for(ms(1), Sampling::Suspended);
+        let t = tick_for(ms(1), Sampling::Suspended, Some(ms(10)));
         assert_eq!(t, SUSPENDED_TICK);
         assert!(SUSPENDED_TICK > FULL_TICK && SUSPENDED_TICK > IDLE_TICK);
         let now = 1_000_000_000;
