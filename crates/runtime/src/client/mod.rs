@@ -167,8 +167,9 @@ pub(crate) fn attach(pool: Weak<dyn Controlled>, name: &str) -> Option<ClientGua
 }
 
 /// Busy tick: how often demand is sampled while the pool has work and may want more
-/// (`PARTITA_CLIENT_TICK_US` overrides; default 1 ms). An idle pool, or one that reports its
-/// whole size, samples every 10 ms (`session::tick_for`).
+/// (`PARTITA_CLIENT_TICK_US` overrides; default 1 ms). An idle pool samples every 10 ms, one
+/// that reports its whole size as often as the manager's page says (100 ms, or 10 ms), one
+/// suspended whole every 100 ms; never faster than this (`session::tick_for`).
 fn busy_tick() -> Duration {
     std::env::var("PARTITA_CLIENT_TICK_US")
         .ok()

@@ -367,7 +367,7 @@ pub(crate) fn run(
 enum Sampling {
     /// The demand may rise: sample every `busy_tick`.
     MayRise,
-    /// The pool reports its whole size ([`FULL_TICK`]).
+    /// The pool reports its whole size (the page's `report_period_us`, else [`FULL_TICK`]).
     Full,
     /// Demand 0 for [`IDLE_AFTER`] ([`IDLE_TICK`]).
     Idle,
