@@ -38,6 +38,8 @@ pub struct ModeSummary {
     pub makespans_s: Vec<f64>,
     /// Median makespan / process control's median makespan.
     pub ratio_to_pc: Option<f64>,
+    /// Median makespan / the work's bound ([`work_bound_s`]).
+    pub ratio_to_bound: Option<f64>,
     /// Per application.
     pub apps: Vec<AppSummary>,
     /// Every result correct in every repetition.
@@ -94,6 +96,7 @@ pub fn summarize(runs: &[ModeRun]) -> Vec<ModeSummary> {
             makespan_s: median(&makespans),
             makespans_s: makespans,
             ratio_to_pc: None,
+            ratio_to_bound: None,
             apps,
             all_ok: rs.iter().all(|r| r.all_ok()),
         });
@@ -102,10 +105,41 @@ pub fn summarize(runs: &[ModeRun]) -> Vec<ModeSummary> {
         .iter()
         .find(|s| s.mode == Mode::ProcessControl)
         .map(|s| s.makespan_s);
+    let cpus = runs.iter().map(|r| r.cpus).max().unwrap_or(1);
+    let bound = work_bound_s(&out, cpus);
     for s in &mut out {
         s.ratio_to_pc = pc.filter(|&p| p > 0.0).map(|p| s.makespan_s / p);
+        s.ratio_to_bound = bound.map(|b| s.makespan_s / b);
     }
     out
+}
+
+/// The work's bound on the makespan, s: every application's least CPU time in any mode,
+/// summed, over the CPUs. No mode can finish the mix sooner than its work fits on the
+/// machine; how close process control comes says what is left for it to gain, whatever the
+/// uncontrolled run loses. `None` without CPU times.
+///
+/// ```
+/// use partita_demo::report::{work_bound_s, AppSummary, ModeSummary};
+/// use partita_demo::Mode;
+/// let app = |label: &str, cpu_s| AppSummary { label: label.into(), elapsed_s: 1.0, cpu_s, share: 0.0, vcsw: 0.0, ivcsw: 0.0, ok: true };
+/// let mode = |mode, apps| ModeSummary { mode, runs: 1, makespan_s: 1.0, makespans_s: vec![1.0], ratio_to_pc: None, ratio_to_bound: None, apps, all_ok: true };
+/// let s = [
+///     mode(Mode::Uncontrolled, vec![app("a", 3.0), app("b", 1.0)]), // a wasted CPU spinning
+///     mode(Mode::Batch, vec![app("a", 1.0), app("b", 1.2)]),
+/// ];
+/// assert_eq!(work_bound_s(&s, 2), Some(1.0)); // (1.0 + 1.0) / 2
+/// ```
+pub fn work_bound_s(summaries: &[ModeSummary], cpus: usize) -> Option<f64> {
+    let mut least: Vec<(&str, f64)> = Vec::new();
+    for a in summaries.iter().flat_map(|m| &m.apps) {
+        match least.iter_mut().find(|(l, _)| *l == a.label) {
+            Some((_, c)) => *c = c.min(a.cpu_s),
+            None => least.push((&a.label, a.cpu_s)),
+        }
+    }
+    let total: f64 = least.iter().map(|(_, c)| c).sum();
+    (total > 0.0).then(|| total / cpus.max(1) as f64)
 }
 
 fn ratio(r: Option<f64>) -> String {
@@ -155,14 +189,19 @@ pub fn to_text(summaries: &[ModeSummary]) -> String {
             );
         }
     }
-    let _ = writeln!(s, "\n  {:<16} {:>11} {:>10}", "mode", "makespan s", "vs pc");
+    let _ = writeln!(
+        s,
+        "\n  {:<16} {:>11} {:>10} {:>14}",
+        "mode", "makespan s", "vs pc", "vs work bound"
+    );
     for m in summaries {
         let _ = writeln!(
             s,
-            "  {:<16} {:>11.2} {:>10}",
+            "  {:<16} {:>11.2} {:>10} {:>14}",
             m.mode.name(),
             m.makespan_s,
-            ratio(m.ratio_to_pc)
+            ratio(m.ratio_to_pc),
+            ratio(m.ratio_to_bound)
         );
     }
     s
@@ -174,26 +213,32 @@ pub fn to_text(summaries: &[ModeSummary]) -> String {
 /// use partita_demo::{report::{summarize, to_markdown}, Mode, ModeRun};
 /// let run = |mode, makespan_s| ModeRun { mode, makespan_s, cpus: 2, realloc_ms: 0, apps: vec![], timeline: vec![] };
 /// let md = to_markdown(&summarize(&[run(Mode::ProcessControl, 1.0)]));
-/// assert!(md.contains("| process-control | 1.00 | 1 | 1.00× | yes |"));
+/// assert!(md.contains("| process-control | 1.00 | 1 | 1.00× | – | yes |"));
 /// ```
 pub fn to_markdown(summaries: &[ModeSummary]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "| mode | makespan (s, median) | runs | vs process control | all results correct |"
+        "| mode | makespan (s, median) | runs | vs process control | vs work bound | all results correct |"
     );
-    let _ = writeln!(s, "|---|---:|---:|---:|---|");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---|");
     for m in summaries {
         let _ = writeln!(
             s,
-            "| {} | {:.2} | {} | {} | {} |",
+            "| {} | {:.2} | {} | {} | {} | {} |",
             m.mode,
             m.makespan_s,
             m.runs,
             ratio(m.ratio_to_pc),
+            ratio(m.ratio_to_bound),
             if m.all_ok { "yes" } else { "**no**" }
         );
     }
+    let _ = writeln!(
+        s,
+        "\nWork bound: every application's least CPU time in any mode, summed, over the CPUs \
+         (no mode can finish sooner)."
+    );
     for m in summaries {
         let _ = writeln!(s, "\n### {}\n", m.mode);
         let _ = writeln!(
