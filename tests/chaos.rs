@@ -26,7 +26,8 @@
 //! manager's death 125–492 ms late, and once the active workers stayed above the CPUs for
 //! 474 ms, while the canary saw under 10 ms — the probes' own threads (two spinning workers
 //! each, at nice 19 beside normal-priority builds) wait longer for a CPU than a lone sleeper;
-//! the runtime's client checks every 1 ms. Of two 1000-step runs there, one passed (152
+//! the runtime's client then checked every 1 ms (since session 8 a thread of the client's waits
+//! on the socket and notices the EOF at once: 3–5 ms to standalone over 300 steps here). Of two 1000-step runs there, one passed (152
 //! manager kills; maxima 59 ms standalone, 150 ms to register again, 115 ms above the CPUs)
 //! and one failed at its 15th kill (a probe standalone after 155 ms, 138 ms net).
 //!

@@ -377,6 +377,36 @@ fn heartbeats_at_full_demand(name: &str, report_us: u32) -> usize {
     ticks
 }
 
+#[test]
+fn a_dead_manager_is_noticed_at_once_whatever_the_tick() {
+    let _env = env_lock();
+    let path = socket_path("dead");
+    let listener = UnixListener::bind(&path).unwrap();
+    let pool = pool_for(&path, 2, None);
+    let mut s = accept(&listener);
+    read_hello(&mut s);
+    let page = welcome(&s, 7, 2);
+    // Reports may be 60 s stale: a pool at full demand ticks once a minute.
+    page.manager
+        .report_period_us
+        .store(60_000_000, Ordering::Relaxed);
+    let stop = Arc::new(AtomicBool::new(false));
+    busy_chains(&pool, 2, &stop);
+    rings_until(&mut s, &page, |d| d == 2);
+    page.manager.publish(1, &partita_protocol::CpuSet::new());
+    wait_until("the pool to follow target 1", || pool.target_workers() == 1);
+    // Let the client settle into its slow wait, then die as a SIGKILLed manager does.
+    std::thread::sleep(Duration::from_millis(50));
+    let t = Instant::now();
+    drop(s);
+    drop(listener);
+    wait_until("the pool to go standalone", || pool.target_workers() == 2);
+    let took = t.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    // The session's socket watch wakes the client at once (a tick would take 60 s).
+    assert!(took < Duration::from_secs(5), "standalone after {took:?}");
+}
+
 /// Publish `target` into the page as the manager does (seqlock write), but without bumping the
 /// futex word or waking anyone: the client thread sleeps on, so only a worker that looks at
 /// the page at a safe point can notice.

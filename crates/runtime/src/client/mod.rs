@@ -38,6 +38,7 @@
 //! 3. When the manager goes away (EOF, error, page problem) the pool reverts to its standalone
 //!    size and no CPU confinement, with one warning, and the thread goes back to step 1.
 
+mod liveness;
 mod register;
 mod session;
 

@@ -1,5 +1,6 @@
 //! One registered session: follow the page, report, notice the manager's departure.
 
+use super::liveness::Liveness;
 use super::register::Connection;
 use super::{Controlled, Stop};
 use crate::control::{Doorbell, Watch};
@@ -311,6 +312,15 @@ pub(crate) fn run(
         }
         None => return End::PoolGone,
     }
+    let client = std::thread::current();
+    let b = bell.clone();
+    // Declared after `_lend`, so dropped before it: the watch is told the session is over,
+    // then `Lend` shuts the socket down, which ends its poll.
+    let live = Liveness::spawn(&bell.stream, move || {
+        b.page.manager.wake_waiters();
+        client.unpark();
+    })
+    .ok();
     let page = &bell.page;
     let mut last_busy = Instant::now();
     loop {
@@ -348,8 +358,9 @@ pub(crate) fn run(
             page.manager.quantum_end.load(Ordering::Acquire),
             monotonic_ns(),
         );
-        // Just before the wait: a stop requested since the loop's top woke nobody.
-        if stop.requested() {
+        // Just before the wait: a stop requested, or a manager that spoke or hung up, since
+        // the loop's top woke nobody. The loop's top ends the session then.
+        if stop.requested() || live.as_ref().is_some_and(Liveness::take_spoke) {
             continue;
         }
         if watched {
