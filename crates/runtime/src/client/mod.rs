@@ -110,6 +110,10 @@ impl Stop {
 
     fn request(&self) {
         self.requested.store(true, Ordering::Release);
+        self.wake();
+    }
+
+    fn wake(&self) {
         if let Some(wake) = &*self.waker.lock().unwrap_or_else(|p| p.into_inner()) {
             wake();
         }
@@ -122,7 +126,14 @@ impl Drop for ClientGuard {
         if let Some(t) = self.thread.take() {
             // Never join ourselves (the pool could in principle be dropped on this thread).
             if t.thread().id() != std::thread::current().id() {
-                t.thread().unpark();
+                // The waker's FUTEX_WAKE leaves the page's word as it is, so one that lands
+                // between the session's last check and its wait is lost, and the session
+                // would sleep out its tick (up to 100 ms): repeat it until the thread is done.
+                while !t.is_finished() {
+                    t.thread().unpark();
+                    self.stop.wake();
+                    std::thread::sleep(Duration::from_micros(100));
+                }
                 let _ = t.join();
             }
         }
