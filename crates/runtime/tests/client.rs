@@ -123,6 +123,30 @@ fn welcome(s: &UnixStream, app_id: u32, pool_size: u32) -> PageMap {
     page
 }
 
+/// The six parts of a fake manager that has welcomed a pool of 2 (`tick_us`:
+/// `PARTITA_CLIENT_TICK_US`) as application `app_id`: the environment lock, the socket's
+/// directory, the listener, the pool, the manager's end of the connection and the page. Bound
+/// in this order by `let`, they drop page first and the lock last, as the tests need.
+type Welcomed = (
+    MutexGuard<'static, ()>,
+    TestSocket,
+    UnixListener,
+    ThreadPool,
+    UnixStream,
+    PageMap,
+);
+
+fn welcomed(tag: &str, tick_us: Option<u64>, app_id: u32) -> Welcomed {
+    let env = env_lock();
+    let path = socket_path(tag);
+    let listener = UnixListener::bind(&path).unwrap();
+    let pool = pool_for(&path, 2, tick_us);
+    let mut s = accept(&listener);
+    read_hello(&mut s);
+    let page = welcome(&s, app_id, 2);
+    (env, path, listener, pool, s, page)
+}
+
 fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + LONG;
     while !cond() {
@@ -204,14 +228,8 @@ fn a_pool_built_before_the_manager_registers_when_it_appears() {
 
 #[test]
 fn demand_changes_ring_without_waiting_for_a_tick() {
-    let _env = env_lock();
-    let path = socket_path("ring");
-    let listener = UnixListener::bind(&path).unwrap();
     // A 60 s tick: within this test only the pool's own events can ring.
-    let pool = pool_for(&path, 2, Some(60_000_000));
-    let mut s = accept(&listener);
-    read_hello(&mut s);
-    let page = welcome(&s, 3, 2);
+    let (_env, _path, _listener, pool, mut s, page) = welcomed("ring", Some(60_000_000), 3);
     // The session's first tick reports the new pool.
     assert!(rings_until(&mut s, &page, |_| true) >= 1);
     // Once the workers' start-up has left the estimate's window (and its hold), a
@@ -256,13 +274,7 @@ fn demand_changes_ring_without_waiting_for_a_tick() {
 
 #[test]
 fn a_loop_of_short_scopes_reports_a_steady_demand() {
-    let _env = env_lock();
-    let path = socket_path("steady");
-    let listener = UnixListener::bind(&path).unwrap();
-    let pool = pool_for(&path, 2, None);
-    let mut s = accept(&listener);
-    read_hello(&mut s);
-    let page = welcome(&s, 4, 2);
+    let (_env, _path, listener, pool, s, page) = welcomed("steady", None, 4);
     // Count the doorbells from a reader thread while the program loops over short scopes.
     let done = Arc::new(AtomicBool::new(false));
     let rings = Arc::new(Mutex::new(Vec::<(Instant, u32)>::new()));
@@ -345,13 +357,7 @@ fn a_pool_asking_for_all_its_workers_ticks_slowly() {
 /// Heartbeats written in 500 ms by the client of a pool kept at full demand, with the page's
 /// `report_period_us` set to `report_us`.
 fn heartbeats_at_full_demand(name: &str, report_us: u32) -> usize {
-    let _env = env_lock();
-    let path = socket_path(name);
-    let listener = UnixListener::bind(&path).unwrap();
-    let pool = pool_for(&path, 2, None);
-    let mut s = accept(&listener);
-    read_hello(&mut s);
-    let page = welcome(&s, 6, 2);
+    let (_env, _path, _listener, pool, mut s, page) = welcomed(name, None, 6);
     page.manager
         .report_period_us
         .store(report_us, Ordering::Relaxed);
@@ -379,13 +385,7 @@ fn heartbeats_at_full_demand(name: &str, report_us: u32) -> usize {
 
 #[test]
 fn a_dead_manager_is_noticed_at_once_whatever_the_tick() {
-    let _env = env_lock();
-    let path = socket_path("dead");
-    let listener = UnixListener::bind(&path).unwrap();
-    let pool = pool_for(&path, 2, None);
-    let mut s = accept(&listener);
-    read_hello(&mut s);
-    let page = welcome(&s, 7, 2);
+    let (_env, _path, listener, pool, mut s, page) = welcomed("dead", None, 7);
     // Reports may be 60 s stale: a pool at full demand ticks once a minute.
     page.manager
         .report_period_us
@@ -436,15 +436,9 @@ fn busy_chains(pool: &ThreadPool, chains: usize, stop: &Arc<AtomicBool>) {
 
 #[test]
 fn workers_follow_the_page_at_safe_points_without_the_client_thread() {
-    let _env = env_lock();
-    let path = socket_path("follow");
-    let listener = UnixListener::bind(&path).unwrap();
     // A 60 s tick: the client thread wakes only for the page's futex, which this test never
     // wakes after the welcome.
-    let pool = pool_for(&path, 2, Some(60_000_000));
-    let mut s = accept(&listener);
-    read_hello(&mut s);
-    let page = welcome(&s, 5, 2);
+    let (_env, _path, _listener, pool, mut s, page) = welcomed("follow", Some(60_000_000), 5);
     // The session's first tick: the client has applied the page (target 2) and reported.
     assert!(rings_until(&mut s, &page, |_| true) >= 1);
     let stop = Arc::new(AtomicBool::new(false));
