@@ -93,12 +93,12 @@ fn main() -> Result<(), BoxError> {
                 r.usage.children.as_secs_f64(),
                 r.usage.own.as_secs_f64(),
                 r.usage.idle.as_secs_f64(),
-                r.other,
+                other_cpu(&r, cpus),
             );
             v.push(r);
         }
     }
-    print_table(&times);
+    print_table(&times, cpus);
     Ok(())
 }
 
@@ -106,14 +106,12 @@ fn main() -> Result<(), BoxError> {
 struct Run {
     makespan: f64,
     usage: Usage,
-    /// CPU time neither the copies, the manager nor idle took: other processes, the kernel.
-    other: f64,
 }
 
 /// The table: medians per mode. The CPU columns say where a slower mode lost its time
 /// (`benches/common/cpu_account.rs`): the copies' own CPU time, the manager's (this process),
 /// and the CPUs' idle time.
-fn print_table(times: &[(Mode, Vec<Run>)]) {
+fn print_table(times: &[(Mode, Vec<Run>)], cpus: usize) {
     let med = |v: &[Run], f: fn(&Run) -> f64| median(&v.iter().map(f).collect::<Vec<_>>());
     let pc = times
         .iter()
@@ -135,7 +133,7 @@ fn print_table(times: &[(Mode, Vec<Run>)]) {
             med(v, |r| r.usage.children.as_secs_f64()),
             med(v, |r| r.usage.own.as_secs_f64()),
             med(v, |r| r.usage.idle.as_secs_f64()),
-            med(v, |r| r.other),
+            median(&v.iter().map(|r| other_cpu(r, cpus)).collect::<Vec<_>>()),
         );
     }
 }
@@ -190,16 +188,14 @@ fn run_mode(mode: Mode, args: &Args, cpus: usize, tasks: u64) -> Result<Run, Box
     let _ = std::fs::remove_dir_all(&dir);
     match failed {
         Some(s) => Err(format!("{}: a copy failed ({s})", mode.name()).into()),
-        None => Ok(Run {
-            makespan,
-            usage,
-            other: other_cpu(&usage, cpus, makespan),
-        }),
+        None => Ok(Run { makespan, usage }),
     }
 }
 
-/// The rest of `cpus × wall` (s): other processes and the kernel's own threads. Small
-/// negative values are rounding (rusage advances per accounting tick, idle per µs).
-fn other_cpu(u: &Usage, cpus: usize, wall: f64) -> f64 {
-    cpus as f64 * wall - (u.idle + u.children + u.own).as_secs_f64()
+/// The rest of `cpus × makespan` (s): CPU time neither the copies, the manager nor idle took
+/// (other processes, the kernel's own threads). Small negative values are rounding (rusage
+/// advances per accounting tick, idle per µs).
+fn other_cpu(r: &Run, cpus: usize) -> f64 {
+    let u = &r.usage;
+    cpus as f64 * r.makespan - (u.idle + u.children + u.own).as_secs_f64()
 }

@@ -56,7 +56,8 @@ fn cpu_time(who: UsageWho) -> Duration {
 }
 
 /// Idle time over all CPUs: cpuidle's per-state residency (µs) where the kernel has a cpuidle
-/// driver, else `/proc/stat`'s idle + iowait (in USER_HZ ticks, 10 ms).
+/// driver, else `/proc/stat`'s idle + iowait (in clock ticks:
+/// `partita_manager::sys::ticks_per_second`).
 fn idle_time() -> Duration {
     cpuidle_time().unwrap_or_else(proc_stat_idle)
 }
@@ -100,6 +101,5 @@ fn proc_stat_idle() -> Duration {
             f.get(3).copied().unwrap_or(0) + f.get(4).copied().unwrap_or(0)
         })
         .unwrap_or(0);
-    // USER_HZ is 100 on every Linux ABI this builds for.
-    Duration::from_millis(ticks * 10)
+    Duration::from_secs_f64(ticks as f64 / partita_manager::sys::ticks_per_second() as f64)
 }
