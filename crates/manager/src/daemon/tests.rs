@@ -3,6 +3,23 @@
 use super::*;
 use crate::config::{Control, Uncontrolled};
 
+/// This test process as a one-worker, partition-only application named `name` (a process
+/// registers once at a time: unregister before the next).
+fn this_process(name: &str) -> Registration {
+    let pid = std::process::id() as i32;
+    Registration {
+        pid,
+        proc: ProcRef::open(pid).unwrap(),
+        uid: sys::euid(),
+        gid: 0,
+        name: name.into(),
+        hint: String::new(),
+        pool_size: 1,
+        partition_only: true,
+        jobserver: false,
+    }
+}
+
 #[test]
 fn a_panicking_connection_task_still_unregisters() {
     let c = Config {
@@ -12,19 +29,7 @@ fn a_panicking_connection_task_still_unregisters() {
         ..Config::default()
     };
     let shared = shared(c, None).unwrap();
-    let pid = std::process::id() as i32;
-    let req = Registration {
-        pid,
-        proc: ProcRef::open(pid).unwrap(),
-        uid: sys::euid(),
-        gid: 0,
-        name: "panicky".into(),
-        hint: String::new(),
-        pool_size: 1,
-        partition_only: true,
-        jobserver: false,
-    };
-    let id = shared.lock().register(req).unwrap();
+    let id = shared.lock().register(this_process("panicky")).unwrap();
     assert_eq!(shared.status().applications.len(), 1);
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let _guard = Unregister {
@@ -50,20 +55,8 @@ fn a_page_says_how_stale_its_reports_may_get() {
     c.uncontrolled = Uncontrolled::Tracked;
     c.control = Control::PartitionOnly;
     let shared = shared(c, None).unwrap();
-    let pid = std::process::id() as i32;
     let period_of = |name: &str| {
-        let req = Registration {
-            pid,
-            proc: ProcRef::open(pid).unwrap(),
-            uid: sys::euid(),
-            gid: 0,
-            name: name.into(),
-            hint: String::new(),
-            pool_size: 1,
-            partition_only: true,
-            jobserver: false,
-        };
-        let id = shared.lock().register(req).unwrap();
+        let id = shared.lock().register(this_process(name)).unwrap();
         let (_, fd) = shared.lock().welcome(id).unwrap().unwrap();
         // One registration per process: make room for the next.
         shared.lock().unregister(id);
