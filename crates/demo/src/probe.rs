@@ -58,12 +58,18 @@ pub struct ProbeArgs {
     /// point, where it can park, only between tasks).
     #[arg(long, default_value_t = 500)]
     pub task_us: u64,
+    /// Also create threads of its own after registering, one after another, each of which
+    /// pins itself back to the mask the probe started with and lives this many milliseconds
+    /// (0: ends at once, a tight create-and-end loop); at most 8 live at a time. It stands
+    /// for an application whose later threads would escape its allocation.
+    #[arg(long)]
+    pub churn_threads_ms: Option<u64>,
 }
 
 /// Run the probe.
 ///
 /// ```no_run
-/// let args = partita_demo::probe::ProbeArgs { socket: None, name: "p".into(), pool: 2, demand: 2, partition: String::new(), seconds: 1.0, raw: false, poll_us: 200, task_us: 500 };
+/// let args = partita_demo::probe::ProbeArgs { socket: None, name: "p".into(), pool: 2, demand: 2, partition: String::new(), seconds: 1.0, raw: false, poll_us: 200, task_us: 500, churn_threads_ms: None };
 /// partita_demo::probe::run(&args).unwrap();
 /// ```
 pub fn run(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -107,6 +113,9 @@ fn run_pool(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
         checks.clone(),
         stop.clone(),
     );
+    if let Some(ms) = args.churn_threads_ms {
+        churn_threads(Duration::from_millis(ms), stop.clone());
+    }
     let rx = stdin_lines();
     let mut out = std::io::stdout();
     writeln!(out, "ready pid={}", std::process::id())?;
@@ -193,6 +202,31 @@ fn drive(
             slot.fetch_add(1, Ordering::Relaxed);
         }
     })
+}
+
+/// `--churn-threads-ms`: threads created one after another until `stop`, each pinned back to
+/// the mask the process started with (read now, before any allocation narrows this thread)
+/// and living `life`; at most 8 at a time.
+fn churn_threads(life: Duration, stop: Arc<AtomicBool>) {
+    let start = partita_manager::sys::get_affinity(0).ok();
+    std::thread::spawn(move || {
+        let mut live = std::collections::VecDeque::new();
+        while !stop.load(Ordering::Relaxed) {
+            if live.len() >= 8 {
+                let oldest: std::thread::JoinHandle<()> = live.pop_front().expect("8 live");
+                let _ = oldest.join();
+            }
+            live.push_back(std::thread::spawn(move || {
+                if let Some(m) = &start {
+                    let _ = partita_manager::sys::set_affinity(0, m);
+                }
+                std::thread::sleep(life);
+            }));
+        }
+        for t in live {
+            let _ = t.join();
+        }
+    });
 }
 
 /// Lines of stdin, trimmed, on a channel (read on their own thread).

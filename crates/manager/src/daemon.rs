@@ -63,12 +63,13 @@ impl Shared {
         self.enforcer.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Whether the enforcer keeps a process tree inside its CPUs ([`Enforcer::reconfine`] has
-    /// work); `true` when its lock is held, so a caller that may skip work never waits on it.
-    fn may_have_confined_trees(&self) -> bool {
+    /// Whether the enforcer keeps a process tree or an application inside its CPUs
+    /// ([`Enforcer::reconfine`] has work); `true` when its lock is held, so a caller that may
+    /// skip work never waits on it.
+    fn may_have_confined(&self) -> bool {
         match self.enforcer.try_lock() {
-            Ok(e) => e.has_groups(),
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().has_groups(),
+            Ok(e) => e.has_confined(),
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().has_confined(),
             Err(std::sync::TryLockError::WouldBlock) => true,
         }
     }

@@ -286,25 +286,36 @@ impl Enforcer {
         first_err.map_or(applied, Err)
     }
 
-    /// Whether [`Enforcer::reconfine`] has a group to check.
-    pub fn has_groups(&self) -> bool {
-        !self.groups.is_empty()
+    /// Whether [`Enforcer::reconfine`] has anything to check: a group, or an application
+    /// whose affinity the manager set.
+    pub fn has_confined(&self) -> bool {
+        !self.groups.is_empty() || self.original.values().any(|o| o.group.is_none())
     }
 
-    /// Keep every group confined: narrow again every thread of its processes that has a CPU
-    /// outside the group's set (a child that called `sched_setaffinity` or was started with
-    /// `taskset`), and confine descendants that appeared since. The sampler calls this once
-    /// per sampling period; nothing to do without groups.
+    /// Keep everything it confined inside its CPUs. Every group: narrow again every thread
+    /// of its processes that has a CPU outside the group's set (a child that called
+    /// `sched_setaffinity` or was started with `taskset`), and confine descendants that
+    /// appeared since. Every application the manager set the affinity of: narrow again every
+    /// thread with a CPU outside the set last applied, which is how a thread created after
+    /// that (from a thread that still had the old mask, or by the application itself later)
+    /// is caught. The sampler calls this once per sampling period; nothing to do without
+    /// groups or confined applications.
     ///
     /// ```
     /// let mut e = partita_manager::enforce::Enforcer::new(false, [0].into_iter().collect());
-    /// e.reconfine(); // no group: no-op
+    /// e.reconfine(); // nothing confined: no-op
     /// ```
     pub fn reconfine(&mut self) {
         let groups: Vec<(String, CpuSet)> =
             self.groups.iter().map(|(g, c)| (g.clone(), *c)).collect();
         for (group, cpus) in groups {
             let _ = self.confine_group(&group, &[], &cpus, Mode::Check);
+        }
+        for o in self.original.values().filter(|o| o.group.is_none()) {
+            if let Some(set) = o.applied.last() {
+                // A process that exited is pruned at the next confinement.
+                let _ = set_threads(&o.proc, set, true);
+            }
         }
     }
 

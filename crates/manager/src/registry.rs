@@ -138,6 +138,8 @@ pub(crate) struct Registry {
     last: AllocOutput,
     uncontrolled_sets: Vec<CpuSet>,
     reallocations: u64,
+    /// Sampling rounds done ([`Registry::update_runnable`]).
+    samples: u64,
     /// Processes of departed applications, restored by the next batch.
     departed: Vec<ProcRef>,
     /// The enforcer's mechanism, for the status.
@@ -176,6 +178,7 @@ impl Registry {
             last: AllocOutput::default(),
             uncontrolled_sets: vec![CpuSet::new(); n],
             reallocations: 0,
+            samples: 0,
             departed: Vec::new(),
             confinement,
             start: Instant::now(),
@@ -627,6 +630,7 @@ impl Registry {
     /// Take new runnable measurements (computed outside the lock); returns whether any
     /// partition's uncontrolled demand changed.
     pub(crate) fn update_runnable(&mut self, now: &[u32], alpha: f64) -> bool {
+        self.samples += 1;
         let mut changed = false;
         for (k, &x) in now.iter().enumerate().take(self.runnable.len()) {
             let r = &mut self.runnable[k];
@@ -674,6 +678,7 @@ impl Registry {
             cpus: self.cpus.clone(),
             cpus_managed: self.cpus.len(),
             reallocations: self.reallocations,
+            samples: self.samples,
             last_moves: self.last.moves,
             confinement: self.confinement.into(),
             partitions,

@@ -24,6 +24,10 @@ pub struct Status {
     pub cpus_managed: usize,
     /// Reallocations done since start.
     pub reallocations: u64,
+    /// Sampling rounds since start: each counts outside load and puts back inside its CPUs
+    /// every thread of a confined process that left them (threads created since included).
+    #[serde(default)]
+    pub samples: u64,
     /// CPU moves in the last reallocation.
     pub last_moves: u32,
     /// How uncontrolled processes are confined: `cgroup-v2`, `cgroup-v1` or `affinity`.

@@ -1,5 +1,7 @@
-//! Pinning a worker to the CPU set of its allocation (`sched_setaffinity` on the calling
-//! thread). The only syscall wrapper of the runtime; errors name the call.
+//! Pinning a thread of the pool to the CPU set of its allocation (`sched_setaffinity`): the
+//! workers pin themselves at their safe points; the manager client pins its own threads (the
+//! client and the socket watch) by thread id. The only syscall wrapper of the runtime; errors
+//! name the call.
 
 use nix::sched::{sched_setaffinity, CpuSet};
 use nix::unistd::Pid;
@@ -40,10 +42,20 @@ pub(crate) fn worker_cpus(cpus: Option<&[usize]>, allowed: &[usize]) -> Vec<usiz
     set(cpus).narrowed(&set(allowed)).iter().collect()
 }
 
-/// Confine the calling thread to [`worker_cpus`]`(cpus, allowed)`. When that lies outside
-/// `allowed` and the kernel refuses it (a cpuset cgroup allows none of those CPUs), to
-/// `allowed`: the pool keeps running where it may.
+/// Confine the calling thread to [`worker_cpus`]`(cpus, allowed)`: [`pin_thread`] of itself.
 pub(crate) fn pin_current_thread(
+    cpus: Option<&[usize]>,
+    allowed: &[usize],
+) -> Result<(), AffinityError> {
+    pin_thread(0, cpus, allowed)
+}
+
+/// Confine thread `tid` of this process (0: the calling thread) to
+/// [`worker_cpus`]`(cpus, allowed)`. When that lies outside `allowed` and the kernel refuses
+/// it (a cpuset cgroup allows none of those CPUs), to `allowed`: the pool keeps running where
+/// it may.
+pub(crate) fn pin_thread(
+    tid: i32,
     cpus: Option<&[usize]>,
     allowed: &[usize],
 ) -> Result<(), AffinityError> {
@@ -52,22 +64,27 @@ pub(crate) fn pin_current_thread(
         return Err(AffinityError::OutOfRange(c));
     }
     let wanted = worker_cpus(cpus, allowed);
-    match set_current_thread(&wanted) {
+    match set_thread(tid, &wanted) {
         Err(AffinityError::Syscall(nix::Error::EINVAL))
             if wanted.iter().all(|c| !allowed.contains(c)) =>
         {
-            set_current_thread(allowed)
+            set_thread(tid, allowed)
         }
         r => r,
     }
 }
 
-fn set_current_thread(cpus: &[usize]) -> Result<(), AffinityError> {
+/// The calling thread's id (what [`pin_thread`] takes to pin it from another thread).
+pub(crate) fn current_tid() -> i32 {
+    nix::unistd::gettid().as_raw()
+}
+
+fn set_thread(tid: i32, cpus: &[usize]) -> Result<(), AffinityError> {
     let mut set = CpuSet::new();
     for &c in cpus {
         set.set(c).map_err(|_| AffinityError::OutOfRange(c))?;
     }
-    sched_setaffinity(Pid::from_raw(0), &set)?;
+    sched_setaffinity(Pid::from_raw(tid), &set)?;
     Ok(())
 }
 
@@ -130,6 +147,27 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn another_thread_is_pinned_by_its_id() {
+        if configured_cpus() < 2 {
+            return;
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            tx.send(current_tid()).unwrap();
+            wait.recv().unwrap();
+            allowed_cpus()
+        });
+        let tid = rx.recv().unwrap();
+        let before = allowed_cpus();
+        let all: Vec<usize> = (0..configured_cpus()).collect();
+        pin_thread(tid, Some(&[1]), &all).unwrap();
+        go.send(()).unwrap();
+        assert_eq!(t.join().unwrap(), vec![1]);
+        assert_eq!(allowed_cpus(), before, "the caller itself is left alone");
     }
 
     #[test]

@@ -469,3 +469,52 @@ fn workers_follow_the_page_at_safe_points_without_the_client_thread() {
     stop.store(true, Ordering::Relaxed);
     drop(pool); // wakes the client from its 60 s wait (see above)
 }
+
+/// The CPU masks (as CPU lists) of this process's threads whose names start with `prefix`.
+fn masks_of_threads_named(prefix: &str) -> Vec<Vec<usize>> {
+    let mut masks = Vec::new();
+    for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if !comm.starts_with(prefix) {
+            continue;
+        }
+        let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+        if let Some(list) = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        {
+            let set: partita_protocol::CpuSet = list.trim().parse().unwrap();
+            masks.push(set.iter().collect());
+        }
+    }
+    masks
+}
+
+/// Issue 32: the session's own threads (the client's, and the socket watch it starts after
+/// the welcome, from a thread that may still have the old mask) follow the allocation with
+/// the workers, at once and at every change: none is left on a CPU the program lost.
+#[test]
+fn the_clients_own_threads_follow_the_allocation() {
+    let (_env, _path, _listener, pool, mut s, page) = welcomed("pinned", None, 6);
+    let allowed: Vec<usize> = {
+        let set: partita_protocol::CpuSet = std::fs::read_to_string("/proc/self/status")
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        set.iter().collect()
+    };
+    assert!(rings_until(&mut s, &page, |_| true) >= 1);
+    for &cpu in allowed.iter().rev().take(2) {
+        let one: partita_protocol::CpuSet = [cpu].into_iter().collect();
+        page.manager.publish(2, &one);
+        wait_until(&format!("both client threads on CPU {cpu}"), || {
+            let m = masks_of_threads_named("partita-client");
+            m.len() == 2 && m.iter().all(|m| *m == [cpu])
+        });
+    }
+    drop(pool);
+}

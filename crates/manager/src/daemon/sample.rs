@@ -112,10 +112,10 @@ pub(super) async fn sampler(shared: Arc<Shared>, period: Duration) {
 }
 
 /// Whether a sample would find nothing: no tracked process, no system-wide count, and no
-/// confined process tree to keep inside its CPUs. An enforcer busy applying a reallocation
+/// confined process tree or application to keep inside its CPUs. An enforcer busy applying a reallocation
 /// counts as having trees (the sample then measures, as it always did).
 pub(super) fn nothing_to_measure(shared: &Shared, req: &SampleRequest) -> bool {
-    req.tracked.is_empty() && !req.system_wide && !shared.may_have_confined_trees()
+    req.tracked.is_empty() && !req.system_wide && !shared.may_have_confined()
 }
 
 /// Cumulative CPU ticks: the whole system busy, and the known processes (applications,
@@ -153,7 +153,8 @@ fn measure(shared: &Shared, req: SampleRequest) -> (Vec<u32>, Vec<i32>, Option<C
             tracked_ticks += sys::cpu_ticks_in(p, false);
         }
     }
-    // A child that moved itself out of its program's CPUs goes back within one period.
+    // A child that moved itself out of its program's CPUs, or a thread an application created
+    // after its confinement, goes back within one period.
     shared.unless_stopped(Enforcer::reconfine);
     if !req.system_wide {
         return (now, gone, None);

@@ -38,10 +38,12 @@ pub(crate) struct Liveness {
 }
 
 impl Liveness {
-    /// Watch `stream` (a clone of the session's socket) on a thread of its own; `wake` must
-    /// get the client thread out of its wait.
+    /// Watch `stream` (a clone of the session's socket) on a thread of its own; `start` runs
+    /// first on that thread (the session pins it to the allocation); `wake` must get the
+    /// client thread out of its wait.
     pub(crate) fn spawn(
         stream: &UnixStream,
+        start: impl FnOnce() + Send + 'static,
         wake: impl Fn() + Send + 'static,
     ) -> std::io::Result<Liveness> {
         let sock = stream.try_clone()?;
@@ -50,7 +52,10 @@ impl Liveness {
         std::thread::Builder::new()
             .name("partita-client-live".into())
             .stack_size(64 * 1024)
-            .spawn(move || watch(&sock, &f, &wake))?;
+            .spawn(move || {
+                start();
+                watch(&sock, &f, &wake);
+            })?;
         Ok(Liveness { flags })
     }
 

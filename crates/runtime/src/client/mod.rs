@@ -62,6 +62,9 @@ pub(crate) trait Controlled: Send + Sync + 'static {
     /// Confine the workers to these CPUs (`None`: no confinement). Workers re-pin themselves at
     /// their next safe point.
     fn set_cpus(&self, cpus: Option<Vec<usize>>);
+    /// The CPUs the pool may use at all (its starting mask): the client's own threads follow
+    /// an allocation by the same rule as the workers ([`crate::affinity::worker_cpus`]).
+    fn allowed_cpus(&self) -> Vec<usize>;
     /// Sample the demand now and publish it through the doorbell (if one is set), returning
     /// it. The demand is the pool's runnable average (busy workers plus queued tasks)
     /// over a short window, rounded with hysteresis, capped by the application's own
@@ -216,10 +219,12 @@ fn client_thread(
         }
         registered_before = true;
         let end = session::run(&pool, conn, &stop, tick);
-        // Standalone again: whole pool, no confinement.
+        // Standalone again: whole pool, no confinement (this thread too: the session pinned
+        // it with the workers).
         if let Some(p) = pool.upgrade() {
             p.set_target_workers(p.pool_size());
             p.set_cpus(None);
+            let _ = crate::affinity::pin_current_thread(None, &p.allowed_cpus());
         }
         match end {
             session::End::Stopped | session::End::PoolGone => return,

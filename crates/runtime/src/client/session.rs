@@ -80,6 +80,11 @@ struct Applied {
     /// The session is over: nothing more is applied (the client reverts the pool to
     /// standalone right after).
     closed: bool,
+    /// The session's own threads (the client's and the socket watch's ids): they follow the
+    /// allocation with the workers. A thread created after the manager confined the process
+    /// inherits its creator's mask, which may be the old one; the manager's periodic walk
+    /// would narrow it within a sampling period, this does it at once.
+    threads: Vec<i32>,
 }
 
 impl Bell {
@@ -137,11 +142,31 @@ impl Bell {
             p.set_target_workers(target);
         }
         if !a.cpus.is_empty() && a.cpus != applied.cpus {
-            p.set_cpus(Some(a.cpus.to_vec()));
+            let cpus = a.cpus.to_vec();
+            let allowed = p.allowed_cpus();
+            for &tid in &applied.threads {
+                pin_session_thread(tid, &cpus, &allowed);
+            }
+            p.set_cpus(Some(cpus));
             applied.cpus = a.cpus;
         }
         applied.epoch = Some(a.epoch);
         applied.expired = expired;
+    }
+
+    /// Thread `tid` of this session follows the allocation from now on: it is pinned to the
+    /// one applied (if any) at once, and again at every change.
+    fn follow_thread(&self, tid: i32) {
+        let mut applied = self.applied();
+        if applied.closed {
+            return;
+        }
+        if !applied.cpus.is_empty() {
+            if let Some(p) = self.pool.upgrade() {
+                pin_session_thread(tid, &applied.cpus.to_vec(), &p.allowed_cpus());
+            }
+        }
+        applied.threads.push(tid);
     }
 
     /// The client's sample: the demand, published through the doorbell; the page's reports
@@ -312,14 +337,20 @@ pub(crate) fn run(
         }
         None => return End::PoolGone,
     }
+    bell.follow_thread(crate::affinity::current_tid());
     let client = std::thread::current();
     let b = bell.clone();
+    let b2 = bell.clone();
     // Declared after `_lend`, so dropped before it: the watch is told the session is over,
     // then `Lend` shuts the socket down, which ends its poll.
-    let live = Liveness::spawn(&bell.stream, move || {
-        b.page.manager.wake_waiters();
-        client.unpark();
-    })
+    let live = Liveness::spawn(
+        &bell.stream,
+        move || b2.follow_thread(crate::affinity::current_tid()),
+        move || {
+            b.page.manager.wake_waiters();
+            client.unpark();
+        },
+    )
     .ok();
     let page = &bell.page;
     let mut last_busy = Instant::now();
@@ -370,6 +401,14 @@ pub(crate) fn run(
         } else {
             page.manager.wait_for_change(seen_wake, tick);
         }
+    }
+}
+
+/// Pin one of the session's threads to `cpus` by the workers' rule; a thread that exited
+/// meanwhile (ESRCH) is nothing to pin.
+fn pin_session_thread(tid: i32, cpus: &[usize], allowed: &[usize]) {
+    if let Err(e) = crate::affinity::pin_thread(tid, Some(cpus), allowed) {
+        tracing::debug!(tid, error = %e, "partita: could not pin a client thread");
     }
 }
 

@@ -189,6 +189,9 @@ impl Controlled for Registry {
     fn set_cpus(&self, cpus: Option<Vec<usize>>) {
         self.set_cpu_set(cpus);
     }
+    fn allowed_cpus(&self) -> Vec<usize> {
+        self.control.allowed.clone()
+    }
     fn demand(&self) -> u32 {
         self.demand_now()
     }
