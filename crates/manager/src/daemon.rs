@@ -618,6 +618,16 @@ async fn serve_application(shared: &Shared, stream: &mut UnixStream, req: Regist
         Err((code, msg)) => return refuse(shared, stream, (pid, uid), code, msg).await,
     };
     let _guard = Unregister { shared, id };
+    // Its own threads were outside ones until now, and the last sample may have seen a
+    // process that has exited since: count again before its first allocation.
+    let req = shared.lock().sample_request();
+    if req.system_wide {
+        if let Ok(outside) =
+            tokio::task::spawn_blocking(move || sample::outside_runnable_now(&req)).await
+        {
+            shared.lock().lower_outside(outside);
+        }
+    }
     // The newcomer's first allocation (it runs at full size until then): ring now rather than
     // wait for the periodic tick.
     shared.ring();

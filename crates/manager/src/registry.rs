@@ -45,6 +45,8 @@ struct App {
     jobserver: bool,
     page: Arc<PageMap>,
     published: Option<(u32, CpuSet)>,
+    /// Allocations published to it so far.
+    allocations: u64,
     /// When its pending revocation was published (monotonic ns; `realloc::handover`).
     revoked_at: Option<u64>,
 }
@@ -411,6 +413,7 @@ impl Registry {
                 jobserver: req.jobserver,
                 page: Arc::new(page),
                 published: None,
+                allocations: 0,
                 revoked_at: None,
             },
         );
@@ -478,6 +481,7 @@ impl Registry {
                 Effect::Publish { app, target, cpus } => {
                     if let Some(a) = self.apps.get_mut(&app) {
                         a.published = Some((target, cpus));
+                        a.allocations += 1;
                         batch.publish.push((a.page.clone(), target, cpus));
                     }
                 }
@@ -642,6 +646,25 @@ impl Registry {
         changed
     }
 
+    /// A fresh count of the default partition's outside runnable threads (`outside`, taken
+    /// after an application registered, so its own threads are no longer in it): the count
+    /// and its average never stay above it. Until it registered, the newcomer's threads were
+    /// outside ones, and the last sample may also have seen a process that has exited since;
+    /// neither may cost the newcomer its first allocation (issue 26: "registration is
+    /// free"). Only lowers: a count that rose since is the next sample's to take.
+    pub(crate) fn lower_outside(&mut self, outside: u32) {
+        if let Some(r) = self.runnable.first_mut() {
+            tracing::trace!(
+                outside,
+                was = r.now,
+                avg = r.avg,
+                "outside load counted again"
+            );
+            r.now = r.now.min(outside);
+            r.avg = r.avg.min(f64::from(outside));
+        }
+    }
+
     /// Stop tracking these processes (they exited: the sampler found their process trees
     /// empty). Returns whether any was tracked.
     pub(crate) fn untrack(&mut self, gone: &[i32]) -> bool {
@@ -736,6 +759,7 @@ impl Registry {
             pool_size: a.pool_size,
             demand: a.page.app.demand.load(Ordering::Relaxed),
             target,
+            allocations: a.allocations,
             active: a.page.app.active.load(Ordering::Relaxed),
             nodes: self.nodes_of(&cpus),
             cpus: cpus.to_vec(),

@@ -114,6 +114,10 @@ pub struct AppStatus {
     pub demand: u32,
     /// Target published.
     pub target: u32,
+    /// Allocations published to it since it registered (its first is the one it was
+    /// welcomed with).
+    #[serde(default)]
+    pub allocations: u64,
     /// Active workers reported.
     pub active: u32,
     /// CPU set published.

@@ -88,7 +88,14 @@ pub(super) async fn sampler(shared: Arc<Shared>, period: Duration) {
             let at = Instant::now();
             if let (Some((then, before)), Some(first)) = (last, now.first_mut()) {
                 let secs = at.duration_since(then).as_secs_f64();
-                used = used.update(outside_cpus(before, t, secs, hz), ALPHA);
+                // A known process that left (or came, or exited before the manager saw it
+                // go) between the readings takes its ticks out of (or brings them into) the
+                // known sum: the difference then says nothing about outside threads, and
+                // would count a departed program's whole CPU time as outside use. Such a
+                // sample is not folded in.
+                if comparable(before, t) {
+                    used = used.update(outside_cpus(before, t, secs, hz), ALPHA);
+                }
                 let runnable = *first;
                 *first = gate(runnable, used);
                 tracing::trace!(
@@ -119,11 +126,77 @@ pub(super) fn nothing_to_measure(shared: &Shared, req: &SampleRequest) -> bool {
 }
 
 /// Cumulative CPU ticks: the whole system busy, and the known processes (applications,
-/// tracked processes, the manager).
+/// tracked processes, the manager), with a fingerprint of which processes those were.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) struct CpuTicks {
     pub busy: u64,
     pub known: u64,
+    /// [`known_set`] of the processes `known` sums.
+    pub known_set: u64,
+}
+
+/// Whether two readings of the known ticks can be subtracted: the same processes, and a sum
+/// that did not fall (a known process that exited is read as 0 until it is unregistered).
+pub(crate) fn comparable(before: CpuTicks, now: CpuTicks) -> bool {
+    before.known_set == now.known_set && now.known >= before.known
+}
+
+/// A fingerprint of the known processes (the request's applications and live tracked
+/// processes): two readings of the known ticks can be subtracted only when it is the same.
+pub(crate) fn known_set(req: &SampleRequest) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut pids: Vec<i32> = req.app_pids.iter().map(|&(pid, _)| pid).collect();
+    pids.extend(req.tracked.iter().filter(|t| t.2).map(|t| t.1));
+    pids.sort_unstable();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    pids.hash(&mut h);
+    h.finish()
+}
+
+/// How many readings [`outside_runnable_now`] takes, and how far apart: a thread that is
+/// runnable in all of them wants a CPU; one caught in one reading (a short-lived process, a
+/// shell, the status request of whoever watches) is not load.
+const FRESH_READINGS: u32 = 3;
+const FRESH_SPACING: Duration = Duration::from_millis(2);
+
+/// The system's runnable threads outside every application, tracked process and the manager
+/// itself, now: the least of [`FRESH_READINGS`] readings [`FRESH_SPACING`] apart, ungated
+/// (system-wide accounting; see the module's notes). What a registration lowers the last
+/// sample's count to ([`crate::registry::Registry::lower_outside`]).
+pub(crate) fn outside_runnable_now(req: &SampleRequest) -> u32 {
+    let mut least = outside_runnable_once(req);
+    for _ in 1..FRESH_READINGS {
+        if least == 0 {
+            break;
+        }
+        std::thread::sleep(FRESH_SPACING);
+        least = least.min(outside_runnable_once(req));
+    }
+    least
+}
+
+fn outside_runnable_once(req: &SampleRequest) -> u32 {
+    let tracked: u32 = req
+        .tracked
+        .iter()
+        .filter(|t| t.2)
+        .map(|&(_, pid, _)| sys::runnable_in(pid, true))
+        .sum();
+    let me = std::process::id() as i32;
+    let before = known_runnable(req, me);
+    let all = sys::procs_running().unwrap_or(0);
+    let after = known_runnable(req, me);
+    outside_runnable(all, before, after, tracked)
+}
+
+/// The applications' and the manager's own runnable threads (the calling thread included).
+fn known_runnable(req: &SampleRequest, me: i32) -> u32 {
+    let apps: u32 = req
+        .app_pids
+        .iter()
+        .map(|&(pid, tree)| sys::runnable_in(pid, tree))
+        .sum();
+    apps + sys::runnable_in(me, false)
 }
 
 /// Outside every lock but the enforcer's (briefly, for cgroup membership and to keep confined
@@ -160,19 +233,10 @@ fn measure(shared: &Shared, req: SampleRequest) -> (Vec<u32>, Vec<i32>, Option<C
         return (now, gone, None);
     }
     let me = std::process::id() as i32;
-    // The applications' and the manager's own runnable threads (this sampling thread
-    // included), read just before and just after the system-wide count.
-    let known = || {
-        let apps: u32 = req
-            .app_pids
-            .iter()
-            .map(|&(pid, tree)| sys::runnable_in(pid, tree))
-            .sum();
-        apps + sys::runnable_in(me, false)
-    };
-    let before = known();
+    // The known runnable threads, read just before and just after the system-wide count.
+    let before = known_runnable(&req, me);
     let all = sys::procs_running().unwrap_or(0);
-    let after = known();
+    let after = known_runnable(&req, me);
     now[0] += outside_runnable(all, before, after, tracked_total);
     let app_ticks: u64 = req
         .app_pids
@@ -182,6 +246,7 @@ fn measure(shared: &Shared, req: SampleRequest) -> (Vec<u32>, Vec<i32>, Option<C
     let ticks = sys::busy_ticks().ok().map(|busy| CpuTicks {
         busy,
         known: app_ticks + tracked_ticks + sys::cpu_ticks_in(me, false),
+        known_set: known_set(&req),
     });
     (now, gone, ticks)
 }
@@ -220,7 +285,11 @@ mod tests {
     use proptest::prelude::*;
 
     fn t(busy: u64, known: u64) -> CpuTicks {
-        CpuTicks { busy, known }
+        CpuTicks {
+            busy,
+            known,
+            known_set: 0,
+        }
     }
 
     #[test]
@@ -241,6 +310,27 @@ mod tests {
         assert_eq!(gate(1, first), 0);
         let settled = (1..20).fold(first, |u, _| u.update(0.3, ALPHA));
         assert_eq!(gate(1, settled), 1);
+    }
+
+    #[test]
+    fn a_known_process_that_leaves_is_not_outside_use() {
+        // Two CPUs busy for 50 ms, all of it a known program's: outside use 0.
+        assert_eq!(outside_cpus(t(1000, 500), t(1010, 510), 0.05, 100.0), 0.0);
+        // The program exits: its 510 ticks leave the known sum. Subtracted anyway, the whole
+        // busy interval would read as 2 CPUs of outside use (and open the gate for ~200 ms).
+        let gone = t(1010, 0);
+        assert_eq!(outside_cpus(t(1000, 500), gone, 0.05, 100.0), 2.0);
+        assert!(
+            !comparable(t(1000, 500), gone),
+            "a falling sum is not compared"
+        );
+        // A new program registers: another set of processes, not compared either.
+        let other = CpuTicks {
+            known_set: 1,
+            ..t(1010, 520)
+        };
+        assert!(!comparable(t(1000, 500), other));
+        assert!(comparable(t(1000, 500), t(1010, 505)));
     }
 
     #[test]

@@ -1,0 +1,123 @@
+//! Registration is free (issue 26): under the shipped default (`partita serve` with no
+//! configuration, so every runnable thread of the system that is not an application's is
+//! outside load), a program that starts right after another one exits gets its full demand
+//! in its first allocation when nothing else runs. Before, the outside-load estimate still
+//! counted the departed process for a few hundred milliseconds (a managed one's whole CPU
+//! time, since its ticks left the known sum; an unmanaged one's through the gate's average
+//! and the newcomer's own threads, outside ones until it registered), and a 60 ms program
+//! started on one CPU of two.
+//!
+//! Assertions are on the manager's counters (allocations published, sampling rounds) and the
+//! probe's own report of every target change it saw; the only times are generous timeouts.
+
+mod support;
+
+use partita_manager::{query_status, Status};
+use std::process::Command;
+use std::time::Duration;
+use support::{probe, serial, serve, Proc, TempDir};
+
+const LONG: Duration = Duration::from_secs(10);
+/// The shipped default, with a short hello timeout for the test's own status requests.
+const DEFAULT: &str = "hello_timeout_ms = 500\n";
+
+fn status(socket: &std::path::Path) -> Status {
+    query_status(socket).expect("status")
+}
+
+/// Wait for `cond` on the status, looking every 20 ms: this test process is outside load to
+/// the manager too (a debug build parsing a status every millisecond keeps a CPU busy), and
+/// it must not be the load that lowers the newcomer.
+fn wait_for_status(socket: &std::path::Path, mut cond: impl FnMut(&Status) -> bool) -> bool {
+    let t = std::time::Instant::now();
+    while t.elapsed() < LONG {
+        if cond(&status(socket)) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// `probe`'s first allocation is its whole pool of 2: its first published allocation (seen
+/// as `allocations == 1` in the status) says 2, and the probe never saw its target below 2
+/// until then.
+fn first_allocation_is_full(socket: &std::path::Path, p: &Proc) {
+    let mut first = None;
+    assert!(
+        wait_for_status(socket, |s| {
+            first = s
+                .app_by_pid(p.pid())
+                .filter(|a| a.allocations >= 1)
+                .cloned();
+            first.is_some()
+        }),
+        "the probe was never allocated: {:?}",
+        status(socket)
+    );
+    let first = first.expect("seen above");
+    let lowered = |p: &Proc| {
+        p.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(_, l)| l.starts_with("active=") && !l.contains("target=2"))
+            .map(|(_, l)| l.clone())
+    };
+    if first.allocations == 1 {
+        assert_eq!(
+            first.target, 2,
+            "first allocation below the demand: {first:?}"
+        );
+    }
+    // Whether or not the first snapshot caught the first allocation, the probe reports every
+    // target it applied: none below 2 so far.
+    assert_eq!(lowered(p), None, "the newcomer was lowered: {first:?}");
+}
+
+/// Two unmanaged busy loops use both CPUs, seen by the manager as outside load; they are
+/// killed and 10 ms later a program registers.
+#[test]
+fn a_program_started_right_after_an_unmanaged_one_exits_gets_its_demand() {
+    let _g = serial();
+    let dir = TempDir::new("after-unmanaged");
+    let (_mgr, socket) = serve(&dir, DEFAULT);
+    if status(&socket).cpus_managed < 2 {
+        return;
+    }
+    let hogs: Vec<Proc> = (0..2)
+        .map(|_| Proc::spawn(Command::new("sh").args(["-c", "while :; do :; done"])))
+        .collect();
+    assert!(
+        wait_for_status(&socket, |s| s.partitions[0].uncontrolled_runnable >= 1),
+        "the manager never saw the busy loops: {:?}",
+        status(&socket)
+    );
+    drop(hogs); // SIGKILL and reap
+    std::thread::sleep(Duration::from_millis(10));
+    let next = probe(&socket, "next", 2, 2);
+    first_allocation_is_full(&socket, &next);
+}
+
+/// A managed program runs at full demand, is killed, and 10 ms later another registers.
+#[test]
+fn a_program_started_right_after_a_managed_one_exits_gets_its_demand() {
+    let _g = serial();
+    let dir = TempDir::new("after-managed");
+    let (_mgr, socket) = serve(&dir, DEFAULT);
+    if status(&socket).cpus_managed < 2 {
+        return;
+    }
+    let mut before = probe(&socket, "before", 2, 2);
+    let s0 = status(&socket).samples;
+    assert!(
+        wait_for_status(&socket, |s| {
+            s.samples >= s0 + 4 && s.app_by_pid(before.pid()).is_some()
+        }),
+        "the first program never registered"
+    );
+    before.kill();
+    std::thread::sleep(Duration::from_millis(10));
+    let next = probe(&socket, "next", 2, 2);
+    first_allocation_is_full(&socket, &next);
+}
