@@ -3,7 +3,7 @@
 use std::marker::PhantomData;
 
 use crate::job::StackJob;
-use crate::latch::SpinLatch;
+use crate::latch::{AsCoreLatch, SpinLatch};
 use crate::registry::{self, WorkerThread};
 use crate::unwind;
 
@@ -92,7 +92,7 @@ where
         };
 
         while !job_b.latch.probe() {
-            if worker.should_park_in_wait() {
+            if worker.must_park_in_wait() {
                 park_until_done(worker, &job_b.latch);
                 break;
             }
@@ -115,11 +115,15 @@ where
     })
 }
 
-/// The target excludes us: park (our deque, `job_b` included, goes to the ready queues for
-/// the active workers) until `job_b` is done. Out of line: `join`'s fast path only tests.
+/// The target excludes us and no worker between jobs took our place: park (our deque,
+/// `job_b` included, goes to the ready queues for the active workers), then wait until
+/// `job_b` is done. Parked first, not through `wait_until`'s own check: a place taken
+/// there would pop `job_b` back and run it here as if it had migrated. Out of line:
+/// `join`'s fast path only tests.
 #[cold]
 #[inline(never)]
 fn park_until_done(worker: &WorkerThread, latch: &SpinLatch<'_>) {
+    worker.park(Some(latch.as_core_latch()));
     worker.wait_until(latch);
 }
 

@@ -457,6 +457,7 @@ impl Registry {
             sleeps: sum(|c| &c.sleeps),
             parks: sum(|c| &c.parks),
             unparks: sum(|c| &c.unparks),
+            target_changes: self.target_changes(),
             idle_time: Duration::from_nanos(sum(|c| &c.idle_ns)),
             suspended_time: Duration::from_nanos(sum(|c| &c.suspended_ns)),
         }

@@ -27,10 +27,15 @@ pub struct PoolStats {
     pub steals: u64,
     /// Times an idle worker went to sleep (blocked waiting for work).
     pub sleeps: u64,
-    /// Times a worker suspended itself because the target dropped below its index.
+    /// Times a worker suspended (itself, or in place where it slept) because the target
+    /// excluded it.
     pub parks: u64,
-    /// Times a suspended worker was resumed because the target rose above its index.
+    /// Times a suspended worker was resumed because the target included it again (or the
+    /// job it waited in finished).
     pub unparks: u64,
+    /// Times the target changed (each allocation a manager published that changed it, or a
+    /// `set_target_workers` call): what the parks are to be compared with.
+    pub target_changes: u64,
     /// Time workers spent idle: searching for work or sleeping.
     pub idle_time: Duration,
     /// Time workers spent suspended by process control.

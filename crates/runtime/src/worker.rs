@@ -225,6 +225,15 @@ impl WorkerThread {
             || self.registry.has_shared_work(&self.queues)
     }
 
+    /// Run a job from the main loop: while it runs, our stack holds it, so we are not a
+    /// worker that may park in the place of one holding a job (`control/slots.rs`).
+    #[inline]
+    fn execute_top_level(&self, job: JobRef) {
+        self.set_between(false);
+        self.execute(job);
+        self.set_between(true);
+    }
+
     /// Execute a job and count it.
     #[inline]
     pub(crate) fn execute(&self, job: JobRef) {
@@ -306,7 +315,9 @@ impl WorkerThread {
             // target is set without waiting for the client thread, then park here if it
             // excludes us (sleep/README.md §5).
             self.follow_manager();
-            if self.should_park_in_wait() {
+            // Excluded while our stack holds a job: an included worker between jobs parks in
+            // our place if there is one (`control/slots.rs`), else we park here.
+            if self.must_park_in_wait() {
                 self.park(Some(latch));
                 continue;
             }
@@ -444,7 +455,7 @@ pub(crate) fn main_loop(seed: WorkerSeed) {
     wt.busy_edge(true);
     loop {
         if let Some(job) = wt.take_broadcast() {
-            wt.execute(job);
+            wt.execute_top_level(job);
             continue;
         }
         if terminate.probe() {
@@ -461,11 +472,11 @@ pub(crate) fn main_loop(seed: WorkerSeed) {
         // it could park (docs/bench/manager.md §10).
         wt.maybe_repin();
         if let Some(job) = wt.find_work() {
-            wt.execute(job);
+            wt.execute_top_level(job);
             continue;
         }
         if let Some(job) = wt.idle(terminate, true) {
-            wt.execute(job);
+            wt.execute_top_level(job);
         }
     }
     debug_assert!(wt.worker.is_empty());

@@ -9,6 +9,7 @@ use std::sync::Mutex;
 use crossbeam_utils::CachePadded;
 
 use super::report::{Event, Reporting};
+use super::slots::Slots;
 #[cfg(not(loom))]
 use crate::client::Controlled;
 #[cfg(not(loom))]
@@ -45,11 +46,14 @@ impl Targeted {
 /// Process-control state of one pool (built by `Registry::new`).
 pub(crate) struct Control {
     pub(crate) mode: ProcessControl,
-    /// Workers with index < target should be active: the target in the low 32 bits, the
-    /// number of changes so far above it ([`Targeted`]). One word, so a parker reads a
+    /// How many workers should be active (those whose place in `slots` is below it): the
+    /// target in the low 32 bits, the number of changes so far above it ([`Targeted`]). One word, so a parker reads a
     /// target and the change that set it together: the hand-over ring goes once per change,
     /// however often a worker parked inside a job bounces (`note_parked`).
     pub(crate) target: CachePadded<AtomicU64>,
+    /// The workers' places in the order the target counts, and who is between jobs
+    /// (`slots.rs`: who parks when the target excludes a worker holding a job).
+    pub(crate) slots: Slots,
     /// Workers not suspended (decremented by `suspended`, incremented on resumption).
     pub(crate) active: AtomicUsize,
     /// Serialises target changes (so unpark/wake decisions see a consistent old/new pair).
@@ -74,6 +78,7 @@ impl Control {
         Control {
             mode,
             target: CachePadded::new(AtomicU64::new(Targeted::first(n).0)),
+            slots: Slots::new(n),
             active: AtomicUsize::new(n),
             change: Mutex::new(()),
             cpus: Mutex::new(None),
@@ -115,19 +120,45 @@ impl Registry {
                 .store(cur.changed_to(t).0, Ordering::SeqCst);
         }
         if t > old {
-            for i in old..t {
+            for i in self.control.slots.workers_at(old..t) {
                 self.sleep.notify_worker(i);
             }
         } else if t < old {
-            // Under a manager whose page suspended workers watch, wake a sleeper we suspend
-            // so that it waits there (README §5); otherwise leave it asleep.
-            let wake = self.control.watch.watched();
-            for i in t..n {
-                if self.sleep.suspend_sleeper(i, wake) {
-                    self.suspended(i);
-                }
+            for i in self.control.slots.workers_at(t..n) {
+                self.suspend_if_asleep(i);
             }
         }
+    }
+
+    /// Worker `i` is excluded now: suspend it where it sleeps; running, it suspends itself
+    /// at its next safe point or wait. Under a manager whose page suspended workers watch,
+    /// wake it so that it waits there (README §5); otherwise leave it asleep.
+    fn suspend_if_asleep(&self, i: usize) {
+        if self.sleep.suspend_sleeper(i, self.control.watch.watched()) {
+            self.suspended(i);
+        }
+    }
+
+    /// Worker `index`, excluded by the target, is about to park inside a job (its stack holds
+    /// one that others may wait for): take the place of an included worker between top-level
+    /// jobs, which suspends instead (`slots.rs`). Returns whether `index` is included now.
+    pub(crate) fn take_place(&self, index: usize) -> bool {
+        let _g = self
+            .control
+            .change
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let t = self.target();
+        if self.control.slots.place(index) < t {
+            return true; // the target rose meanwhile
+        }
+        let fixed = self.borrowed_thread0.then_some(0);
+        let Some(j) = self.control.slots.trade(index, t, fixed) else {
+            return false;
+        };
+        control::hop!("trade", worker = index, with = j);
+        self.suspend_if_asleep(j);
+        true
     }
 
     /// Bookkeeping of worker `index` leaving the active set (its deque is empty).
@@ -148,6 +179,11 @@ impl Registry {
 
     pub(crate) fn target(&self) -> usize {
         Targeted(self.control.target.load(Ordering::SeqCst)).target()
+    }
+
+    /// How many times the target changed.
+    pub(crate) fn target_changes(&self) -> u64 {
+        Targeted(self.control.target.load(Ordering::Relaxed)).changes()
     }
 
     pub(crate) fn active(&self) -> usize {
@@ -213,15 +249,30 @@ impl Controlled for Registry {
 }
 
 impl WorkerThread {
-    /// Our index is at or above the target (worker 0 of a `use_current_thread` pool never
+    /// Our place is at or above the target (worker 0 of a `use_current_thread` pool never
     /// suspends: it is the user's thread).
     #[inline]
     pub(crate) fn should_suspend(&self) -> bool {
         // Relaxed: a late read only delays the suspension to the next safe point or wait;
         // the resume predicate re-reads it under the worker's mutex (README §5). The target
-        // first: it is the one test on `join`'s fast path.
-        self.index >= Targeted(self.registry.control.target.load(Ordering::Relaxed)).target()
+        // first: it is the one test on `join`'s fast path, and a pool at its full size (the
+        // common case) reads nothing else.
+        let t = Targeted(self.registry.control.target.load(Ordering::Relaxed)).target();
+        t < self.registry.num_threads()
+            && self.registry.control.slots.place(self.index) >= t
             && !(self.index == 0 && self.registry.borrowed_thread0)
+    }
+
+    /// At a wait inside a job: park here, unless an included worker between top-level jobs
+    /// takes our exclusion instead ([`Registry::take_place`]), or we are not excluded.
+    pub(crate) fn must_park_in_wait(&self) -> bool {
+        self.should_park_in_wait() && !self.registry.take_place(self.index)
+    }
+
+    /// A top-level job starts (`false`) or ends (`true`) on this worker.
+    #[inline]
+    pub(crate) fn set_between(&self, between: bool) {
+        self.registry.control.slots.set_between(self.index, between);
     }
 
     /// Safe point: re-pin to the allocated CPU set if it changed.

@@ -40,6 +40,7 @@ mod apply;
 pub(crate) mod demand;
 mod follow;
 mod report;
+mod slots;
 
 pub(crate) use apply::Control;
 pub(crate) use follow::Follower;
