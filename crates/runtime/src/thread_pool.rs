@@ -263,9 +263,9 @@ impl ThreadPool {
     // ---- process control ----------------------------------------------------------------
 
     /// Sets how many workers should be active (clamped to `1..=pool size`). Raising it
-    /// resumes suspended workers at once (lowest index first); lowering it makes the highest
-    /// indices suspend at their next safe point or wait (between two tasks, or in a `join`
-    /// or `scope` waiting for work done elsewhere). Ignored when the pool
+    /// resumes suspended workers at once; lowering it makes workers suspend at their next
+    /// safe point or wait (between two tasks, or in a `join` or `scope` waiting for work
+    /// done elsewhere), a worker between jobs before one whose stack holds a job. Ignored when the pool
     /// was built with [`ProcessControl::Standalone`]. With a manager attached, the manager's
     /// next change overrides it.
     ///
