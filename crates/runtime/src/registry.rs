@@ -127,9 +127,11 @@ pub(crate) fn init_global_registry<S: ThreadSpawn>(
     static GLOBAL_CLIENT: Mutex<Option<ClientGuard>> = Mutex::new(None);
     *GLOBAL_CLIENT.lock().unwrap_or_else(|p| p.into_inner()) = guard;
     let _ = THE_REGISTRY.set(registry);
-    Ok(THE_REGISTRY
+    let global = THE_REGISTRY
         .get()
-        .expect("set just above under the build lock"))
+        .expect("set just above under the build lock");
+    crate::exit_stats::arm(global);
+    Ok(global)
 }
 
 /// Stops the workers if `Registry::new` fails halfway.
