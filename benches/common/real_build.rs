@@ -1,7 +1,7 @@
 //! Unmodified rayon programs from crates.io, built twice into `target/real-programs/`: `stock`
 //! (their own rayon-core) and `patched` (`[patch.crates-io] rayon-core` = this checkout's
 //! `compat/rayon-core`, given on cargo's command line, as README says). Each program's
-//! published source is copied out of cargo's registry (one copy per variant, so each keeps its
+//! published `.crate` is unpacked from cargo's cache (one copy per variant, so each keeps its
 //! own `Cargo.lock`) and built with its shipped lock file; the patched copy is checked with
 //! `cargo tree -i rayon-core`, which must show the compat path, and the stock one must not.
 //! Builds are cached: a second run only lets cargo confirm they are fresh.
@@ -72,9 +72,11 @@ fn run(mut c: Command, what: &str) -> Result<String, BoxError> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// The programs' published sources in cargo's registry (downloaded if needed), found through
-/// `cargo metadata` on a throwaway manifest that depends on exactly these versions.
-fn registry_sources(programs: &[Program]) -> Result<Vec<PathBuf>, BoxError> {
+/// The programs' published `.crate` files in cargo's registry cache, downloaded by `cargo
+/// fetch` on a throwaway manifest that depends on exactly these versions. (`cargo metadata`
+/// leaves out a dependency without a library, such as `b3sum`, so the cache's folder is
+/// found through another registry package of the same graph.)
+fn registry_crates(programs: &[Program]) -> Result<Vec<PathBuf>, BoxError> {
     let dir = root().join("fetch");
     std::fs::create_dir_all(dir.join("src"))?;
     let deps: String = programs
@@ -89,29 +91,48 @@ fn registry_sources(programs: &[Program]) -> Result<Vec<PathBuf>, BoxError> {
         ),
     )?;
     std::fs::write(dir.join("src/lib.rs"), "")?;
+    let manifest = dir.join("Cargo.toml");
+    let mut c = cargo();
+    c.arg("fetch").arg("--manifest-path").arg(&manifest);
+    run(c, "cargo fetch")?;
     let mut c = cargo();
     c.args(["metadata", "--format-version", "1", "--manifest-path"])
-        .arg(dir.join("Cargo.toml"));
+        .arg(&manifest);
     let meta: serde_json::Value = serde_json::from_str(&run(c, "cargo metadata")?)?;
+    // <CARGO_HOME>/registry/src/<index>/<name>-<version>/Cargo.toml
+    let index = meta["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|q| q["manifest_path"].as_str())
+        .map(Path::new)
+        .find_map(|m| {
+            let index = m.parent()?.parent()?;
+            (index.parent()?.file_name()? == "src").then(|| index.to_path_buf())
+        })
+        .ok_or("cargo metadata shows no registry package")?;
+    let cache = index
+        .parent()
+        .and_then(Path::parent)
+        .zip(index.file_name())
+        .map(|(registry, name)| registry.join("cache").join(name))
+        .ok_or("no registry cache folder")?;
     programs
         .iter()
         .map(|p| {
-            meta["packages"]
-                .as_array()
-                .and_then(|ps| {
-                    ps.iter()
-                        .find(|q| q["name"] == p.krate && q["version"] == p.version)
-                })
-                .and_then(|q| q["manifest_path"].as_str())
-                .and_then(|m| Path::new(m).parent().map(Path::to_path_buf))
-                .ok_or_else(|| format!("{} {} not in cargo metadata", p.krate, p.version).into())
+            let f = cache.join(format!("{}-{}.crate", p.krate, p.version));
+            if f.exists() {
+                Ok(f)
+            } else {
+                Err(format!("{} not downloaded by cargo fetch", f.display()).into())
+            }
         })
         .collect()
 }
 
 /// Build every program in both variants; the executables, `[program][variant]`.
 pub fn build_all(programs: &[Program]) -> Result<Vec<[PathBuf; 2]>, BoxError> {
-    let sources = registry_sources(programs)?;
+    let sources = registry_crates(programs)?;
     programs
         .iter()
         .zip(&sources)
@@ -124,13 +145,18 @@ pub fn build_all(programs: &[Program]) -> Result<Vec<[PathBuf; 2]>, BoxError> {
         .collect()
 }
 
-fn build(p: &Program, registry_src: &Path, v: Variant) -> Result<PathBuf, BoxError> {
+/// Unpack the `.crate` (a gzipped tar of `<name>-<version>/`) as `src/<name>-<version>-<v>`
+/// once, then build it there.
+fn build(p: &Program, dot_crate: &Path, v: Variant) -> Result<PathBuf, BoxError> {
     let src = root().join(format!("src/{}-{}-{}", p.krate, p.version, v.name()));
     if !src.join("Cargo.toml").exists() {
-        std::fs::create_dir_all(root().join("src"))?;
-        let mut c = Command::new("cp");
-        c.arg("-a").arg(registry_src).arg(&src);
-        run(c, "copying the source")?;
+        let tmp = root().join(format!("src/unpack-{}", std::process::id()));
+        std::fs::create_dir_all(&tmp)?;
+        let mut c = Command::new("tar");
+        c.arg("-xzf").arg(dot_crate).arg("-C").arg(&tmp);
+        run(c, "unpacking the source")?;
+        std::fs::rename(tmp.join(format!("{}-{}", p.krate, p.version)), &src)?;
+        std::fs::remove_dir_all(&tmp)?;
     }
     let target = root().join("build").join(v.name());
     eprintln!("building {} {} ({}) ...", p.krate, p.version, v.name());
@@ -140,6 +166,20 @@ fn build(p: &Program, registry_src: &Path, v: Variant) -> Result<PathBuf, BoxErr
         .arg(&target);
     if v == Variant::Patched {
         c.arg("--config").arg(patch_config());
+        // A shipped lock file may pin an older rayon-core (tokei's: 1.12.1), which the patch
+        // (1.13.0) does not replace until the lock moves, as cargo's "patch was not used"
+        // warning tells a user; partita-runtime's `nix` needs a newer `libc` than such a lock
+        // may hold, so that moves too. Only then, and only in the patched copy.
+        if check_patch(p, &src, v).is_err() {
+            let mut u = cargo();
+            u.current_dir(&src)
+                .args(["update", "-p", "rayon-core", "-p", "libc", "--config"])
+                .arg(patch_config());
+            run(
+                u,
+                &format!("cargo update -p rayon-core -p libc for {}", p.krate),
+            )?;
+        }
     }
     run(c, &format!("building {} ({})", p.krate, v.name()))?;
     check_patch(p, &src, v)?;
