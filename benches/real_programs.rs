@@ -22,7 +22,8 @@
 //! mode once, in order on even rounds and in reverse on odd ones (A B, B A, ...); the table
 //! gives medians of the times and medians of the per-round ratios. The patched builds run
 //! with `PARTITA_STATS` (`crates/runtime/src/exit_stats.rs`), so every copy reports its parks
-//! and the target changes (allocation changes) it saw; a patched copy that reports nothing
+//! and the target changes (allocation changes) it saw, summed over its pools (b3sum builds
+//! its own pool; the others use the global one); a patched copy that reports nothing
 //! fails the benchmark (the patch did not take), as does any copy that exits non-zero or whose
 //! output differs from the stock build's.
 
@@ -319,27 +320,27 @@ fn run_once(setup: &Setup, p: usize, mode: Mode, copies: usize) -> Result<Run, B
     })
 }
 
+/// The `PARTITA_STATS` lines, summed per process (one line per pool it built).
 fn read_stats(path: &Path) -> Result<Vec<StatsLine>, BoxError> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e.into()),
     };
-    text.lines()
-        .map(|l| {
-            let get = |k: &str| -> Result<u64, BoxError> {
-                l.split_whitespace()
-                    .filter_map(|kv| kv.split_once('='))
-                    .find(|(key, _)| *key == k)
-                    .and_then(|(_, v)| v.parse().ok())
-                    .ok_or_else(|| format!("PARTITA_STATS line without {k}: {l}").into())
-            };
-            Ok(StatsLine {
-                parks: get("parks")?,
-                changes: get("target_changes")?,
-            })
-        })
-        .collect()
+    let mut per_pid: std::collections::BTreeMap<u64, StatsLine> = Default::default();
+    for l in text.lines() {
+        let get = |k: &str| -> Result<u64, BoxError> {
+            l.split_whitespace()
+                .filter_map(|kv| kv.split_once('='))
+                .find(|(key, _)| *key == k)
+                .and_then(|(_, v)| v.parse().ok())
+                .ok_or_else(|| format!("PARTITA_STATS line without {k}: {l}").into())
+        };
+        let s = per_pid.entry(get("pid")?).or_default();
+        s.parks += get("parks")?;
+        s.changes += get("target_changes")?;
+    }
+    Ok(per_pid.into_values().collect())
 }
 
 fn print_table(rows: &[Row], args: &Args) {

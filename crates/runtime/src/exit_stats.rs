@@ -1,30 +1,38 @@
-//! `PARTITA_STATS=<file>`: when the process exits, the global pool appends one line of its
-//! counters to `<file>`. For programs we did not write (rayon programs patched onto
-//! `compat/rayon-core`), which cannot call `partita_runtime::stats()` themselves: a benchmark
-//! sets the variable and counts each program's parks and the target changes it saw
-//! (`benches/real_programs.rs`).
+//! `PARTITA_STATS=<file>`: when the process exits, every pool it built (the global one and
+//! any `ThreadPoolBuilder::build` pool, dropped or not) appends one line of its counters to
+//! `<file>`. For programs we did not write (rayon programs patched onto `compat/rayon-core`),
+//! which cannot call `partita_runtime::stats()` themselves: a benchmark sets the variable and
+//! counts each program's parks and the target changes it saw (`benches/real_programs.rs`).
 //!
 //! The line is `key=value` pairs separated by spaces (see [`line`]), written with one
 //! `O_APPEND` write, so copies of a program that exit together do not interleave. Without the
-//! variable nothing is armed and nothing is written. A process that ends by a signal or
-//! `_exit` writes nothing; pools other than the global one are not reported.
+//! variable nothing is armed, kept or written. With it, each pool's shared state is kept until
+//! the process exits (its threads still end when it is dropped), so that a pool dropped
+//! before the end, or never dropped because the program calls `std::process::exit` inside it
+//! (b3sum does), is reported all the same. A process that ends by a signal or `_exit` writes
+//! nothing.
 
 use crate::registry::Registry;
 use crate::PoolStats;
 use std::io::Write;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex};
 
 /// The environment variable naming the file the line is appended to.
 pub(crate) const VAR: &str = "PARTITA_STATS";
 
-/// The global pool, once [`arm`] saw it.
-static GLOBAL: OnceLock<&'static Arc<Registry>> = OnceLock::new();
+/// Every pool built while `PARTITA_STATS` is set, in the order they were built.
+static POOLS: Mutex<Vec<Arc<Registry>>> = Mutex::new(Vec::new());
 
-/// Called once, right after the global pool is built: when `PARTITA_STATS` is set, arrange
-/// for [`at_exit`] to report `global` at process exit.
-pub(crate) fn arm(global: &'static Arc<Registry>) {
-    if std::env::var_os(VAR).is_none() || GLOBAL.set(global).is_err() {
+/// Called by `Registry::new` for every pool: when `PARTITA_STATS` is set, keep the pool for
+/// the report and, for the first, arrange for [`at_exit`] to run at process exit.
+pub(crate) fn arm(registry: &Arc<Registry>) {
+    if std::env::var_os(VAR).is_none() {
+        return;
+    }
+    let mut pools = crate::sync::lock(&POOLS);
+    pools.push(Arc::clone(registry));
+    if pools.len() > 1 {
         return;
     }
     // SAFETY: `atexit` only records the function pointer; `at_exit` is an `extern "C" fn()`
@@ -35,21 +43,17 @@ pub(crate) fn arm(global: &'static Arc<Registry>) {
     }
 }
 
-/// The exit hook: append the global pool's line. Errors go to stderr (the process is ending).
+/// The exit hook: append one line per pool. Errors go to stderr (the process is ending).
 extern "C" fn at_exit() {
     let _ = std::panic::catch_unwind(|| {
         let Some(path) = std::env::var_os(VAR) else {
             return;
         };
-        let Some(registry) = GLOBAL.get() else {
-            return;
-        };
-        let text = line(
-            &registry.stats(),
-            target_changes(registry),
-            std::process::id(),
-            &program_name(),
-        );
+        let (pid, name) = (std::process::id(), program_name());
+        let text: String = crate::sync::lock(&POOLS)
+            .iter()
+            .map(|r| line(&r.stats(), target_changes(r), pid, &name))
+            .collect();
         let written = std::fs::OpenOptions::new()
             .append(true)
             .create(true)

@@ -127,11 +127,9 @@ pub(crate) fn init_global_registry<S: ThreadSpawn>(
     static GLOBAL_CLIENT: Mutex<Option<ClientGuard>> = Mutex::new(None);
     *GLOBAL_CLIENT.lock().unwrap_or_else(|p| p.into_inner()) = guard;
     let _ = THE_REGISTRY.set(registry);
-    let global = THE_REGISTRY
+    Ok(THE_REGISTRY
         .get()
-        .expect("set just above under the build lock");
-    crate::exit_stats::arm(global);
-    Ok(global)
+        .expect("set just above under the build lock"))
 }
 
 /// Stops the workers if `Registry::new` fails halfway.
@@ -231,6 +229,7 @@ impl Registry {
         mem::forget(t1000);
 
         let guard = Self::attach_manager(&registry, &builder);
+        crate::exit_stats::arm(&registry);
         Ok((registry, guard))
     }
 

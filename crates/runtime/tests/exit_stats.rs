@@ -1,7 +1,7 @@
-//! `PARTITA_STATS=<file>`: a process whose global pool ran appends exactly one line of the
-//! pool's counters to the file when it exits; one that never built the global pool writes
-//! nothing. The process is this test binary re-run on the `child` test alone
-//! (`EXIT_STATS_CHILD=pool|idle`).
+//! `PARTITA_STATS=<file>`: a process appends exactly one line of counters per pool it built
+//! when it exits — the global pool, and a local pool even when the program exits from inside
+//! it (as b3sum does); one that built no pool writes nothing. The process is this test binary
+//! re-run on the `child` test alone (`EXIT_STATS_CHILD=pool|local|idle`).
 
 use std::path::Path;
 use std::process::Command;
@@ -10,8 +10,19 @@ use std::process::Command;
 /// exits, which runs the hook).
 #[test]
 fn child() {
-    if std::env::var("EXIT_STATS_CHILD").as_deref() != Ok("pool") {
-        return;
+    match std::env::var("EXIT_STATS_CHILD").as_deref() {
+        Ok("pool") => {}
+        Ok("local") => {
+            let pool = partita_runtime::ThreadPoolBuilder::new()
+                .num_threads(3)
+                .build()
+                .unwrap();
+            pool.install(|| {
+                partita_runtime::join(|| (), || ());
+                std::process::exit(0)
+            })
+        }
+        _ => return,
     }
     let (a, b) = partita_runtime::join(|| 1, || 2);
     assert_eq!(a + b, 3);
@@ -60,7 +71,19 @@ fn each_exit_appends_one_line_of_the_global_pools_counters() {
 }
 
 #[test]
-fn a_process_without_a_global_pool_writes_nothing() {
+fn a_local_pool_is_reported_when_the_program_exits_inside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("stats");
+    run_child(&file, "local");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert_eq!(field(lines[0], "threads"), Some("3"), "{text}");
+    assert_eq!(field(lines[0], "target_changes"), Some("0"), "{text}");
+}
+
+#[test]
+fn a_process_without_a_pool_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("stats");
     run_child(&file, "idle");
