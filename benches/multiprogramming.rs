@@ -10,8 +10,9 @@
 //! - `uncontrolled`: every copy has a pool as wide as the machine, no manager (`PARTITA=off`);
 //! - `static split`: the best fixed split without a manager: each copy gets
 //!   `max(1, CPUs / copies)` workers;
-//! - `process control`: pools as wide as the machine, registered with a manager running in
-//!   this process (`partita_manager::spawn_in_process`), which sets each pool's target.
+//! - `process control`: pools as wide as the machine, registered with a real `partita serve`
+//!   started for the run as README says (no config: the shipped defaults, with system-wide
+//!   accounting of outside load; a private `--socket`), which sets each pool's target.
 //!
 //! The copies are this executable re-run as `multiprogramming child …`; each checks that every
 //! task ran exactly once and exits non-zero otherwise, which fails the benchmark.
@@ -20,6 +21,8 @@
 mod cpu_account;
 #[path = "common/scope_loop.rs"]
 mod scope_loop;
+#[path = "common/serve.rs"]
+mod serve;
 
 use clap::Parser;
 use cpu_account::{Snapshot, Usage};
@@ -39,9 +42,6 @@ struct Args {
     /// Scope rounds per copy.
     #[arg(long, default_value_t = 300)]
     rounds: u64,
-    /// The manager's reallocation period in process-control mode, ms.
-    #[arg(long, default_value_t = partita_manager::Config::default().realloc_period_ms)]
-    realloc_ms: u64,
     #[command(flatten)]
     task: TaskArgs,
 }
@@ -91,7 +91,7 @@ fn main() -> Result<(), BoxError> {
                 mode.name(),
                 r.makespan,
                 r.usage.children.as_secs_f64(),
-                r.usage.own.as_secs_f64(),
+                r.manager.as_secs_f64(),
                 r.usage.idle.as_secs_f64(),
                 other_cpu(&r, cpus),
             );
@@ -106,11 +106,13 @@ fn main() -> Result<(), BoxError> {
 struct Run {
     makespan: f64,
     usage: Usage,
+    /// The `partita serve` child's CPU time over the run.
+    manager: std::time::Duration,
 }
 
 /// The table: medians per mode. The CPU columns say where a slower mode lost its time
-/// (`benches/common/cpu_account.rs`): the copies' own CPU time, the manager's (this process),
-/// and the CPUs' idle time.
+/// (`benches/common/cpu_account.rs`): the copies' own CPU time, the manager's (the `partita
+/// serve` child), and the CPUs' idle time.
 fn print_table(times: &[(Mode, Vec<Run>)], cpus: usize) {
     let med = |v: &[Run], f: fn(&Run) -> f64| median(&v.iter().map(f).collect::<Vec<_>>());
     let pc = times
@@ -131,7 +133,7 @@ fn print_table(times: &[(Mode, Vec<Run>)], cpus: usize) {
             runs.join(" "),
             makespan / pc,
             med(v, |r| r.usage.children.as_secs_f64()),
-            med(v, |r| r.usage.own.as_secs_f64()),
+            med(v, |r| r.manager.as_secs_f64()),
             med(v, |r| r.usage.idle.as_secs_f64()),
             median(&v.iter().map(|r| other_cpu(r, cpus)).collect::<Vec<_>>()),
         );
@@ -142,19 +144,12 @@ fn print_table(times: &[(Mode, Vec<Run>)], cpus: usize) {
 /// copy's start to the last one's exit.
 fn run_mode(mode: Mode, args: &Args, cpus: usize, tasks: u64) -> Result<Run, BoxError> {
     let dir = std::env::temp_dir().join(format!("partita-mp-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let socket = dir.join("m.sock");
     let manager = if mode == Mode::ProcessControl {
-        let config = partita_manager::Config {
-            // Only the copies count, not whatever else the machine runs.
-            uncontrolled: partita_manager::config::Uncontrolled::Tracked,
-            realloc_period_ms: args.realloc_ms,
-            ..Default::default()
-        };
-        Some(partita_manager::spawn_in_process(config, socket.clone())?)
+        Some(serve::Serve::start(&dir)?)
     } else {
         None
     };
+    let manager_cpu0 = manager.as_ref().map(|m| m.cpu_time()).unwrap_or_default();
     let threads = match mode {
         Mode::StaticSplit => (cpus / args.copies).max(1),
         Mode::Uncontrolled | Mode::ProcessControl => cpus,
@@ -182,20 +177,28 @@ fn run_mode(mode: Mode, args: &Args, cpus: usize, tasks: u64) -> Result<Run, Box
     }
     let makespan = t0.elapsed().as_secs_f64();
     let usage = before.until(Snapshot::take());
+    let manager_cpu = manager
+        .as_ref()
+        .map(|m| m.cpu_time().saturating_sub(manager_cpu0))
+        .unwrap_or_default();
     if let Some(m) = manager {
-        m.shutdown()?;
+        m.stop()?;
     }
     let _ = std::fs::remove_dir_all(&dir);
     match failed {
         Some(s) => Err(format!("{}: a copy failed ({s})", mode.name()).into()),
-        None => Ok(Run { makespan, usage }),
+        None => Ok(Run {
+            makespan,
+            usage,
+            manager: manager_cpu,
+        }),
     }
 }
 
-/// The rest of `cpus × makespan` (s): CPU time neither the copies, the manager nor idle took
-/// (other processes, the kernel's own threads). Small negative values are rounding (rusage
-/// advances per accounting tick, idle per µs).
+/// The rest of `cpus × makespan` (s): CPU time neither the copies, the manager, this process
+/// nor idle took (other processes, the kernel's own threads). Small negative values are
+/// rounding (rusage advances per accounting tick, idle per µs).
 fn other_cpu(r: &Run, cpus: usize) -> f64 {
     let u = &r.usage;
-    cpus as f64 * r.makespan - (u.idle + u.children + u.own).as_secs_f64()
+    cpus as f64 * r.makespan - (u.idle + u.children + u.own + r.manager).as_secs_f64()
 }

@@ -11,7 +11,9 @@
 //! the runs:
 //!
 //! - `uncontrolled`: every pool as wide as the machine, no manager (`PARTITA=off`);
-//! - `process control`: the same pools registered with a manager running in this process.
+//! - `process control`: the same pools registered with a real `partita serve` started as
+//!   README says (no config: the shipped defaults, system-wide accounting; a private
+//!   `--socket`), one per run.
 //!
 //! Per mode: L's time alone and beside the stream (the ratio is how much the stream slowed
 //! it), the short programs completed meanwhile and their median lifetime, and how often L's
@@ -22,6 +24,8 @@
 mod cpu_account;
 #[path = "common/scope_loop.rs"]
 mod scope_loop;
+#[path = "common/serve.rs"]
+mod serve;
 
 use clap::Parser;
 use cpu_account::{Snapshot, Usage};
@@ -71,6 +75,9 @@ struct Sample {
     shorts: usize,
     short_median: f64,
     parks: u64,
+    /// The `partita serve` child's CPU time over the whole run (L alone, then beside the
+    /// stream), s.
+    manager_cpu: f64,
 }
 
 fn main() -> Result<(), BoxError> {
@@ -122,7 +129,7 @@ fn print_table(modes: &[Mode], samples: &[Vec<Sample>]) {
     let med = |v: &[Sample], f: fn(&Sample) -> f64| median(&v.iter().map(f).collect::<Vec<_>>());
     println!(
         "| mode | L alone s | L beside the stream s | slowdown | shorts done | short lifetime ms \
-         | L parks per short | L alone: its CPU s | manager CPU s | idle CPU s |"
+         | L parks per short | L alone: its CPU s | idle CPU s | manager CPU s (whole run) |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (mode, v) in modes.iter().zip(samples) {
@@ -137,8 +144,8 @@ fn print_table(modes: &[Mode], samples: &[Vec<Sample>]) {
             med(v, |s| s.short_median) * 1e3,
             med(v, |s| s.parks as f64 / s.shorts.max(1) as f64),
             med(v, |s| s.alone_usage.children.as_secs_f64()),
-            med(v, |s| s.alone_usage.own.as_secs_f64()),
             med(v, |s| s.alone_usage.idle.as_secs_f64()),
+            med(v, |s| s.manager_cpu),
         );
     }
 }
@@ -146,24 +153,19 @@ fn print_table(modes: &[Mode], samples: &[Vec<Sample>]) {
 /// L alone, then L beside a stream of short programs, in `mode`.
 fn run_mode(mode: Mode, long: Shape, short: Shape) -> Result<Sample, BoxError> {
     let dir = std::env::temp_dir().join(format!("partita-short-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
     let manager = if mode == Mode::ProcessControl {
-        let config = partita_manager::Config {
-            // Only these programs count, not whatever else the machine runs.
-            uncontrolled: partita_manager::config::Uncontrolled::Tracked,
-            ..Default::default()
-        };
-        Some(partita_manager::spawn_in_process(
-            config,
-            dir.join("m.sock"),
-        )?)
+        Some(serve::Serve::start(&dir)?)
     } else {
         None
     };
     let socket = manager.as_ref().map(|m| m.socket().to_path_buf());
-    let sample = measure(long, short, socket.as_deref());
+    let cpu0 = manager.as_ref().map(|m| m.cpu_time()).unwrap_or_default();
+    let mut sample = measure(long, short, socket.as_deref());
+    if let (Ok(s), Some(m)) = (&mut sample, &manager) {
+        s.manager_cpu = m.cpu_time().saturating_sub(cpu0).as_secs_f64();
+    }
     if let Some(m) = manager {
-        m.shutdown()?;
+        m.stop()?;
     }
     let _ = std::fs::remove_dir_all(&dir);
     sample.map_err(|e| format!("{}: {e}", mode.name()).into())
@@ -206,6 +208,7 @@ fn measure(long: Shape, short: Shape, socket: Option<&Path>) -> Result<Sample, B
             median(&lifetimes)
         },
         parks,
+        manager_cpu: 0.0,
     })
 }
 

@@ -1,6 +1,7 @@
 //! Where a run's CPU time went: the machine's idle time, the CPU time of the children the run
-//! waited for, and this process's own (the in-process manager, when there is one). On a
-//! machine that runs nothing else, `CPUs × makespan ≈ children + self + idle`, so a mode that
+//! waited for, and this process's own (the manager, a `partita serve` child reaped only after
+//! the run, is read separately: `serve.rs`). On a machine that runs nothing else,
+//! `CPUs × makespan ≈ children + self + manager + idle`, so a mode that
 //! is slower than another shows whether it lost the time to idle CPUs (a late handover, a
 //! tail) or to work done on them (management, spinning, cache misses).
 
@@ -22,7 +23,9 @@ pub struct Usage {
     pub idle: Duration,
     /// User and system time of the children reaped meanwhile.
     pub children: Duration,
-    /// User and system time of this process.
+    /// User and system time of this process (the benchmark's own loop; the manager is a
+    /// child, `serve.rs`).
+    #[allow(dead_code)] // not every benchmark prints it
     pub own: Duration,
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The root package's cross-crate programs, run for real (short runs): the end-to-end
-# multiprogramming benchmarks (manager in-process + runtime processes; they fail if any copy
+# multiprogramming benchmarks (a real `partita serve` + runtime processes; they fail if any copy
 # loses or repeats a task) and the examples a user copies. The integration tests in tests/ run in
 # `cargo test --workspace`.
 set -euo pipefail

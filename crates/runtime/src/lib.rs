@@ -58,6 +58,9 @@
 //!   `/run/partita/partita.sock`). A pool in `Manager` mode registers in the background: it
 //!   runs at full size until the manager answers, and a pool built before the manager starts
 //!   registers when it appears (it looks again with backoff up to once a second).
+//! - `PARTITA_STATS=<file>`: at process exit every pool the process built appends one line of
+//!   its counters (`pid=… name=… threads=… target_changes=… parks=… unparks=…`, key=value
+//!   pairs) to `<file>`, for programs that cannot call [`stats`] themselves.
 //!
 //! ## Design and verification
 //!
@@ -105,6 +108,7 @@ mod client {
 mod config;
 mod control;
 mod deque;
+mod exit_stats;
 mod job;
 mod join;
 mod latch;
