@@ -87,7 +87,8 @@ fn spin_for(d: Duration) {
     }
 }
 
-fn run_pool(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
+/// What the pool's client reads: the socket, partition and name given on the command line.
+fn export_to_client(args: &ProbeArgs) {
     // SAFETY: the probe is its own process and this runs on its main thread before the pool
     // (the first other thread) is built, so nothing reads the environment concurrently.
     unsafe {
@@ -99,6 +100,10 @@ fn run_pool(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
         }
         std::env::set_var("PARTITA_NAME", &args.name);
     }
+}
+
+fn run_pool(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
+    export_to_client(args);
     let pool = partita_runtime::ThreadPoolBuilder::new()
         .num_threads(args.pool as usize)
         .build()?;

@@ -15,7 +15,6 @@
 use crate::registry::Registry;
 use crate::PoolStats;
 use std::io::Write;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 /// The environment variable naming the file the line is appended to.
@@ -52,7 +51,7 @@ extern "C" fn at_exit() {
         let (pid, name) = (std::process::id(), program_name());
         let text: String = crate::sync::lock(&POOLS)
             .iter()
-            .map(|r| line(&r.stats(), target_changes(r), pid, &name))
+            .map(|r| line(&r.stats(), pid, &name))
             .collect();
         let written = std::fs::OpenOptions::new()
             .append(true)
@@ -63,12 +62,6 @@ extern "C" fn at_exit() {
             eprintln!("{VAR}: cannot append to {}: {e}", path.to_string_lossy());
         }
     });
-}
-
-/// How many times the pool's target changed since it started (by a manager's page or by
-/// `set_target_workers`): the high 32 bits of the target word (`control::apply::Targeted`).
-fn target_changes(registry: &Registry) -> u64 {
-    registry.control.target.load(Ordering::SeqCst) >> 32
 }
 
 /// The name a manager would list the program under: `PARTITA_NAME`, else the executable's.
@@ -88,13 +81,14 @@ fn program_name() -> String {
 
 /// One line: `pid=… name=… threads=… target=… active=… target_changes=… parks=… unparks=…
 /// tasks=… steals=… sleeps=… suspended_ms=… idle_ms=…`, newline-terminated.
-pub(crate) fn line(s: &PoolStats, target_changes: u64, pid: u32, name: &str) -> String {
+pub(crate) fn line(s: &PoolStats, pid: u32, name: &str) -> String {
     format!(
-        "pid={pid} name={name} threads={} target={} active={} target_changes={target_changes} \
+        "pid={pid} name={name} threads={} target={} active={} target_changes={} \
          parks={} unparks={} tasks={} steals={} sleeps={} suspended_ms={:.1} idle_ms={:.1}\n",
         s.num_threads,
         s.target_workers,
         s.active_workers,
+        s.target_changes,
         s.parks,
         s.unparks,
         s.tasks_run,
@@ -118,11 +112,12 @@ mod tests {
             active_workers: 1,
             parks: 3,
             unparks: 2,
+            target_changes: 4,
             tasks_run: 40,
             suspended_time: Duration::from_micros(1500),
             ..Default::default()
         };
-        let l = line(&s, 4, 77, "b3sum");
+        let l = line(&s, 77, "b3sum");
         assert!(l.ends_with('\n') && l.matches('\n').count() == 1, "{l:?}");
         let pairs: Vec<(&str, &str)> = l
             .split_whitespace()
@@ -145,12 +140,11 @@ mod tests {
             .process_control(crate::ProcessControl::Manual)
             .build()
             .unwrap();
-        let registry = &pool.registry;
-        assert_eq!(target_changes(registry), 0);
+        assert_eq!(pool.stats().target_changes, 0);
         pool.set_target_workers(1);
         pool.set_target_workers(1);
-        assert_eq!(target_changes(registry), 1);
+        assert_eq!(pool.stats().target_changes, 1);
         pool.set_target_workers(2);
-        assert_eq!(target_changes(registry), 2);
+        assert_eq!(pool.stats().target_changes, 2);
     }
 }
