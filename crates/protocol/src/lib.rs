@@ -18,6 +18,7 @@
 //! - `seqlock`: the page's seqlock over plain atomics, model-checked with loom.
 //!
 //! ```
+//! # #[cfg(target_os = "linux")] {
 //! use partita_protocol::{page::PageMap, CpuSet};
 //! // Manager side: a page for application 1 with 4 workers; give it CPUs 0 and 1.
 //! let page = PageMap::create(1, 4).unwrap();
@@ -25,17 +26,23 @@
 //! // Application side (normally in another process, through the fd).
 //! let app = PageMap::open(page.fd().try_clone_to_owned().unwrap()).unwrap();
 //! assert_eq!(app.manager.read().target, 2);
+//! # }
 //! ```
 
 #![warn(missing_docs)]
 #![cfg_attr(loom, allow(dead_code))] // Under loom only the seqlock model is built.
 
-#[cfg(not(loom))]
+// The socket, the shared page and the syscalls exist on Linux only (the manager is
+// Linux-only); elsewhere this crate is the plain data both sides share (`CpuSet`, `wire`,
+// `traffic`), which partita-runtime's portable build uses.
+#[cfg(all(not(loom), target_os = "linux"))]
 pub mod client;
 pub mod cpuset;
-#[cfg(not(loom))]
+#[cfg(all(not(loom), target_os = "linux"))]
 pub mod page;
+#[cfg(any(loom, target_os = "linux"))]
 mod seqlock;
+#[cfg(target_os = "linux")]
 pub mod sys;
 pub mod traffic;
 pub mod wire;

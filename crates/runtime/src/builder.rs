@@ -380,10 +380,12 @@ impl<S> ThreadPoolBuilder<S> {
 
     /// Whether memory registered with the pool (`ThreadPool::node_vec`) follows its CPUs to
     /// another NUMA node when the manager moves them (default: yes; a background thread
-    /// moves it, never a worker).
+    /// moves it, never a worker). The portable build (not Linux) has no NUMA placement: this
+    /// setting changes nothing there.
     ///
     /// ```
     /// let pool = partita_runtime::ThreadPoolBuilder::new().numa_follow(false).build().unwrap();
+    /// # #[cfg(partita_linux)]
     /// assert!(!pool.numa_report().follow);
     /// ```
     pub fn numa_follow(mut self, follow: bool) -> Self {

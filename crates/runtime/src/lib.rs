@@ -92,19 +92,27 @@
 #![warn(missing_docs)]
 // Under loom only the sleep protocol and the deque are exercised; the rest is compiled but unused.
 #![cfg_attr(loom, allow(dead_code))]
+// In the portable build (`not(partita_linux)`) the manager-facing half of process control
+// (the page watch, the doorbell, demand sampling, CPU sets, the deque's page lists) is
+// compiled, since the Linux build shares those modules, but nothing calls it: no client.
+#![cfg_attr(not(partita_linux), allow(dead_code))]
 
+// The Linux-only half (`cfg(partita_linux)`, set by build.rs on Linux unless
+// `--cfg partita_portable` forces the portable path): the manager client, re-pinning, NUMA
+// placement and perf-event counters. The portable files beside these modules keep the few
+// crate-internal items the pool needs and nothing else.
+#[cfg_attr(not(partita_linux), path = "affinity_portable.rs")]
 mod affinity;
 mod broadcast;
 mod build_error;
 mod builder;
-#[cfg(not(loom))]
+#[cfg(all(not(loom), partita_linux))]
 mod client;
-/// loom builds (`--cfg loom`) model the sleep protocol only; the manager client, which needs
-/// partita-protocol's control page (not built under loom), is left out.
-#[cfg(loom)]
-mod client {
-    pub(crate) struct ClientGuard;
-}
+/// No manager client: loom builds (`--cfg loom`) model the sleep protocol only, and the
+/// portable build (not Linux, or `--cfg partita_portable`) has no manager to follow.
+#[cfg(any(loom, not(partita_linux)))]
+#[path = "client_off.rs"]
+mod client;
 mod config;
 mod control;
 mod deque;
@@ -112,6 +120,7 @@ mod exit_stats;
 mod job;
 mod join;
 mod latch;
+#[cfg_attr(not(partita_linux), path = "numa_portable.rs")]
 mod numa;
 mod ready;
 mod registry;
@@ -135,6 +144,7 @@ pub use builder::{ThreadPoolBuildError, ThreadPoolBuilder};
 pub use config::{initialize, Configuration};
 pub use control::{Need, ProcessControl};
 pub use join::{join, join_context, FnContext};
+#[cfg(partita_linux)]
 pub use numa::{
     FollowOutcome, HomePart, NumaReport, PoolMemError, PoolVec, SamplerParams, SamplerReport,
     SamplerSource, WorkerHome,
@@ -148,10 +158,12 @@ pub use thread_pool::{
     active_workers, current_thread_has_pending_tasks, current_thread_index, set_demand,
     set_target_workers, stats, target_workers, yield_local, yield_now, ThreadPool, Yield,
 };
+#[cfg(partita_linux)]
 pub use traffic::{
     measure_traffic_with, measured_bytes, measured_traffic, measured_traffic_status,
-    published_bytes, report_bytes, reported_bytes, MeasuredTraffic, TrafficEvent, TrafficStatus,
+    MeasuredTraffic, TrafficEvent,
 };
+pub use traffic::{published_bytes, report_bytes, reported_bytes, TrafficStatus};
 
 /// The largest pool size this crate supports (pools asking for more are capped).
 ///

@@ -16,7 +16,7 @@ use crate::deque::{Stealer, Worker};
 
 use crate::builder::{ErrorKind, ThreadPoolBuildError, ThreadPoolBuilder};
 use crate::client::ClientGuard;
-#[cfg(not(loom))]
+#[cfg(all(not(loom), partita_linux))]
 use crate::client::{self, Controlled};
 use crate::control::{Control, ProcessControl};
 use crate::job::{JobRef, StackJob};
@@ -234,7 +234,7 @@ impl Registry {
     }
 
     /// Connect to a manager when the mode asks for it and `PARTITA` is not `off`.
-    #[cfg(not(loom))]
+    #[cfg(all(not(loom), partita_linux))]
     fn attach_manager<S>(
         registry: &Arc<Registry>,
         builder: &ThreadPoolBuilder<S>,
@@ -248,6 +248,17 @@ impl Registry {
         } else {
             None
         }
+    }
+
+    /// The portable build has no manager client: a pool in `Manager` mode runs at full size
+    /// (and follows `set_target_workers`), saying once why a manager it was pointed at is
+    /// ignored.
+    #[cfg(all(not(loom), not(partita_linux)))]
+    fn attach_manager<S>(_: &Arc<Registry>, builder: &ThreadPoolBuilder<S>) -> Option<ClientGuard> {
+        if builder.process_control == ProcessControl::Manager {
+            crate::client::manager_unsupported();
+        }
+        None
     }
 
     #[cfg(loom)]

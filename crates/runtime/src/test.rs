@@ -69,7 +69,11 @@ fn pool_stays_alive_for_spawned_tasks() {
     assert_eq!(done.load(Ordering::SeqCst), 1);
 }
 
+// The tests below that drive the pool as the manager client does (zero quantum, demand,
+// CPU sets and re-pinning, idle time) need the Linux build's client seam.
+#[cfg(partita_linux)]
 use crate::client::Controlled;
+#[cfg(partita_linux)]
 use crate::Need;
 use std::time::{Duration, Instant};
 
@@ -96,6 +100,7 @@ fn wait_active(reg: &crate::registry::Registry, n: usize) {
 }
 
 #[test]
+#[cfg(partita_linux)]
 fn zero_quantum_holds_tasks_until_granted_again() {
     let pool = manual_pool(2);
     let reg = pool.registry.clone();
@@ -125,6 +130,7 @@ fn zero_quantum_holds_tasks_until_granted_again() {
 }
 
 #[test]
+#[cfg(partita_linux)]
 fn demand_is_zero_when_idle_and_capped_by_need() {
     let pool = manual_pool(2);
     let reg = pool.registry.clone();
@@ -158,6 +164,7 @@ fn demand_is_zero_when_idle_and_capped_by_need() {
 /// move onto the CPUs its pool keeps, busy with its siblings, and wait there for a slice
 /// before it could park (the manager holds the revoked CPU until it has).
 #[test]
+#[cfg(partita_linux)]
 fn a_revoked_worker_parks_without_repinning() {
     use std::sync::atomic::{AtomicBool, AtomicI32};
     let cpus = |tid: i32| {
@@ -197,6 +204,7 @@ fn a_revoked_worker_parks_without_repinning() {
 }
 
 #[test]
+#[cfg(partita_linux)]
 fn set_cpus_repins_workers_at_safe_points() {
     let pool = manual_pool(2);
     let reg = pool.registry.clone();
@@ -226,6 +234,7 @@ fn set_cpus_repins_workers_at_safe_points() {
 }
 
 #[test]
+#[cfg(partita_linux)]
 fn workers_never_leave_the_mask_the_pool_started_with() {
     if std::thread::available_parallelism().unwrap().get() < 2 {
         return; // needs two CPUs to restrict to one
@@ -266,6 +275,7 @@ fn workers_never_leave_the_mask_the_pool_started_with() {
 }
 
 #[test]
+#[cfg(partita_linux)]
 fn idle_time_is_counted() {
     let pool = manual_pool(2);
     pool.install(|| ());

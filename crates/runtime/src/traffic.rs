@@ -12,9 +12,15 @@
 //! The page carries the larger of the two: a program that reports the bytes its workers stream
 //! is measured streaming them too, so adding them would count its traffic twice.
 
+// Linux only (perf-event counters); the portable build measures nothing and publishes what
+// the program reports.
+#[cfg_attr(not(partita_linux), path = "traffic/measured_portable.rs")]
 mod measured;
 
+#[cfg(not(partita_linux))]
+use measured::measured_bytes;
 pub(crate) use measured::WorkerCounter;
+#[cfg(partita_linux)]
 pub use measured::{
     measure_traffic_with, measured_bytes, measured_traffic, measured_traffic_status,
     MeasuredTraffic, TrafficEvent,

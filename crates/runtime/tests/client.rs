@@ -6,6 +6,7 @@
 //! The client reads its environment when a pool is built, so each test holds `ENV` while it
 //! sets `PARTITA_SOCKET` and builds its pool. Assertions are on counts and values; the only
 //! times are generous timeouts that a passing run never reaches.
+#![cfg(partita_linux)] // the manager client: Linux-only (crates/runtime/build.rs)
 
 use partita_protocol::page::PageMap;
 use partita_protocol::sys::send_with_fd;

@@ -4,6 +4,7 @@
 //! worker) do not; the published total never goes backwards when workers exit.
 //!
 //! One test per file: the event is chosen once per process.
+#![cfg(partita_linux)] // measured traffic (perf events): Linux-only (crates/runtime/build.rs)
 
 use partita_protocol::page::PageMap;
 use partita_protocol::sys::send_with_fd;

@@ -10,9 +10,9 @@ use crossbeam_utils::CachePadded;
 
 use super::report::{Event, Reporting};
 use super::slots::Slots;
-#[cfg(not(loom))]
+#[cfg(all(not(loom), partita_linux))]
 use crate::client::Controlled;
-#[cfg(not(loom))]
+#[cfg(all(not(loom), partita_linux))]
 use crate::control::Doorbell;
 use crate::control::{self, Need, ProcessControl};
 use crate::latch::CoreLatch;
@@ -208,7 +208,7 @@ impl Registry {
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(all(not(loom), partita_linux))]
 impl Controlled for Registry {
     fn pool_size(&self) -> usize {
         self.num_threads()

@@ -30,10 +30,22 @@ pub(crate) use hop;
 
 /// `CLOCK_MONOTONIC` in ns (the clock of [`hop`] stamps; 0 if the call fails, which it
 /// cannot for this clock).
+#[cfg(partita_linux)]
 pub(crate) fn monotonic_ns() -> u64 {
     nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).map_or(0, |t| {
         t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
     })
+}
+
+/// The portable build's [`hop`] clock: ns since the process's first stamp (no other process
+/// reads them: there is no manager).
+#[cfg(not(partita_linux))]
+pub(crate) fn monotonic_ns() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_nanos() as u64
 }
 
 mod apply;
@@ -45,10 +57,10 @@ mod slots;
 pub(crate) use apply::Control;
 pub(crate) use follow::Follower;
 // Only the manager client (not built under loom) hands the pool a watch.
-#[cfg(not(loom))]
+#[cfg(all(not(loom), partita_linux))]
 pub(crate) use follow::Watch;
 pub(crate) use report::BusyClock;
-#[cfg(not(loom))]
+#[cfg(all(not(loom), partita_linux))]
 pub(crate) use report::Doorbell;
 
 /// Who decides how many workers of a pool are active.

@@ -51,7 +51,7 @@ impl Event {
         if let Some(p) = page {
             if super::futex::waitv_supported() {
                 match super::futex::waitv(&self.seq, seen, p.word, p.seen) {
-                    Err(e) if e.errno == nix::errno::Errno::ENOSYS => {}
+                    Err(e) if e.unsupported() => {}
                     _ => return,
                 }
             }

@@ -24,6 +24,13 @@ pub(crate) struct FutexError {
     pub(crate) errno: nix::errno::Errno,
 }
 
+impl FutexError {
+    /// The kernel has no such call (`ENOSYS`): wait on the own word instead.
+    pub(crate) fn unsupported(&self) -> bool {
+        self.errno == nix::errno::Errno::ENOSYS
+    }
+}
+
 fn check(ret: libc::c_long, call: &'static str) -> Result<libc::c_long, FutexError> {
     if ret < 0 {
         Err(FutexError {

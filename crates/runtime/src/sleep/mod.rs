@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 
 mod event;
 #[cfg(not(loom))]
+#[cfg_attr(not(partita_linux), path = "futex_portable.rs")]
 pub(crate) mod futex;
 
 use event::Event;
