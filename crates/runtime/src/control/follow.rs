@@ -271,7 +271,7 @@ impl Registry {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(loom), partita_linux))] // a manager's page: Linux only
 mod tests {
     //! A suspended worker follows a real control page (a memfd mapping, the manager's own
     //! `publish`: seqlock write, then a shared `FUTEX_WAKE`) with no client thread at all:
