@@ -8,17 +8,19 @@
 #     (scripts/install-deps); only the standard library is needed, nothing is linked. (Not
 #     the runtime's tests: criterion, a dev-dependency, builds C code with the target's
 #     C compiler, which this machine does not have.)
-#  2. On Linux with the portable path forced (`RUSTFLAGS="--cfg partita_portable"`):
-#     partita-runtime's own tests, so the fallback (futex emulation, no client) is run, not
-#     only compiled. rayon's and rayon-core's suites on the forced portable path take longer
-#     than this suite's budget; run them with
-#     `RUSTFLAGS="--cfg partita_portable" RAYON_COMPAT_TARGET_DIR=target/rayon-compat/portable scripts/test.d/60-rayon-compat.sh`.
-# Everything is built in target/portable/ (its own target dir: other flags than the workspace's).
+#  2. On Linux with the portable path forced (`PARTITA_PORTABLE=1`, read by the runtime's
+#     build script): partita-runtime's own tests, so the fallback (futex emulation, no client)
+#     is run, not only compiled, and the patched rayon program runs. rayon's and rayon-core's
+#     suites on the forced portable path take longer than this suite's budget; run them with
+#     `PARTITA_PORTABLE=1 scripts/test.d/60-rayon-compat.sh`.
+# Everything is built in the workspace's target/ (other targets in target/<triple>/), so the
+# host's build scripts and the runtime's dependencies are reused; the forced build only
+# rebuilds partita-runtime (and, afterwards, the next normal build rebuilds it back).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 WORK=$ROOT/target/portable
-export CARGO_TARGET_DIR=$WORK/target
+export CARGO_TARGET_DIR=$ROOT/target
 TARGETS=(x86_64-apple-darwin aarch64-apple-darwin x86_64-pc-windows-msvc x86_64-unknown-freebsd)
 
 installed=$(rustup target list --installed)
@@ -66,8 +68,8 @@ cargo tree --manifest-path "$P/Cargo.toml" --target "${TARGETS[-1]}" -e normal -
   grep -F "$ROOT/compat/rayon-core" >/dev/null
 
 echo "-- portable: partita-runtime's tests on Linux with the portable path forced"
-RUSTFLAGS="--cfg partita_portable" cargo test --quiet -p partita-runtime
+PARTITA_PORTABLE=1 cargo test --quiet -p partita-runtime
 echo "-- portable: the patched rayon program runs on the forced portable path"
-out=$(RUSTFLAGS="--cfg partita_portable" cargo run --quiet --manifest-path "$P/Cargo.toml")
+out=$(PARTITA_PORTABLE=1 cargo run --quiet --manifest-path "$P/Cargo.toml")
 [[ $out == 333833500 ]] || { echo "patched rayon program printed $out" >&2; exit 1; }
 echo "-- portable: all passed"
