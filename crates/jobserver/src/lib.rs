@@ -7,6 +7,8 @@
 //! new tokens at once, shrink keeps tokens as they come back. Without a reachable manager the
 //! build runs like plain `make -jN`.
 //!
+//! **Linux only**, as the manager it registers with (crates/manager).
+//!
 //! - [`policy`]: the token policy, pure functions;
 //! - [`fifo`]: the fifo both protocol forms share;
 //! - [`procscan`]: the build's tree from `/proc` (live jobs, token waiters);

@@ -4,6 +4,9 @@
 //! Verghese's migrate/replicate policy with its trace-driven simulator. Design:
 //! `docs/design/numa.md`; the crate's README explains the layers.
 //!
+//! **Linux only** (`mbind`, `move_pages`, `get_mempolicy`, sysfs): partita-runtime depends on
+//! it on Linux only, and its portable build (other platforms) has no NUMA placement.
+//!
 //! ```
 //! use partita_numa::{Topology, NodeVec, Placement};
 //! let topo = Topology::current().unwrap();
