@@ -229,6 +229,7 @@ impl Registry {
         mem::forget(t1000);
 
         let guard = Self::attach_manager(&registry, &builder);
+        #[cfg(not(loom))]
         crate::exit_stats::arm(&registry);
         Ok((registry, guard))
     }
