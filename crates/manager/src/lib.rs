@@ -255,10 +255,11 @@ pub fn serve_with_metrics(
     system: bool,
     metrics: Option<std::net::TcpListener>,
 ) -> Result<(), Error> {
+    let passed = service::passed()?;
     let state = state_dir(&socket);
     check_state_dir(&state)?;
     let shared = daemon::shared(config, Some(&state))?;
-    let listening = service::listen(&socket, system)?;
+    let listening = service::listen(&passed, &socket, system)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .on_thread_start(realloc::react_quickly)

@@ -36,15 +36,21 @@ impl Listening {
     }
 }
 
-/// The socket for `partita serve`: the one systemd passed (socket activation) when there is
-/// one, else `socket` bound here (0660 and group `partita` when `system`).
-pub(crate) fn listen(socket: &Path, system: bool) -> Result<Listening, Error> {
-    let fds: Vec<RawFd> = sd_notify::listen_fds()
+/// The descriptors systemd passed (`LISTEN_FDS`, for this process per `LISTEN_PID`). Taken
+/// before the manager starts any thread: taking them unsets those variables, which is sound
+/// only while the process is single-threaded.
+pub(crate) fn passed() -> Result<Vec<RawFd>, Error> {
+    Ok(sd_notify::listen_fds()
         .map_err(|source| Error::Io {
             context: "read LISTEN_FDS/LISTEN_PID (socket activation)".into(),
             source,
         })?
-        .collect();
+        .collect())
+}
+
+/// The socket for `partita serve`: the one systemd passed (`fds`, from [`passed`]) when
+/// there is one, else `socket` bound here (0660 and group `partita` when `system`).
+pub(crate) fn listen(fds: &[RawFd], socket: &Path, system: bool) -> Result<Listening, Error> {
     let Some(&fd) = fds.first() else {
         let listener = crate::daemon::bind(socket, system)?;
         if system {
