@@ -84,7 +84,11 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("partita: {e}");
-            ExitCode::FAILURE
+            match cli.command {
+                // systemd's RestartPreventExitStatus= tells these apart (dist/partita.service).
+                Command::Serve(_) => ExitCode::from(cli::serve::exit_status(e.as_ref())),
+                _ => ExitCode::FAILURE,
+            }
         }
     }
 }

@@ -152,7 +152,8 @@ fn the_service_unit_verifies_and_its_documentation_ships() {
         eprintln!("systemd-analyze is not installed (scripts/install-deps installs it): skipped");
         return;
     }
-    // verify checks that ExecStart's binary exists: point it at the one cargo built.
+    // verify checks that ExecStart's binary exists: point it at the one cargo built. The
+    // service requires the socket unit: verify both together.
     let dir = std::env::temp_dir().join(format!("partita-unit-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let copy = dir.join("partita.service");
@@ -161,9 +162,17 @@ fn the_service_unit_verifies_and_its_documentation_ships() {
         unit.replace("/usr/bin/partita", env!("CARGO_BIN_EXE_partita")),
     )
     .unwrap();
+    std::fs::copy(dist("partita.socket"), dir.join("partita.socket")).unwrap();
     // --man=no: the pages are checked above; they are not installed on this machine.
     let out = Command::new("systemd-analyze")
         .args(["verify", "--man=no"])
+        .arg(&copy)
+        .arg(dir.join("partita.socket"))
+        .output()
+        .unwrap();
+    // The sandbox stays at "OK": exposure 3.0 or less (--threshold is in tenths).
+    let security = Command::new("systemd-analyze")
+        .args(["security", "--offline=true", "--threshold=30", "--no-pager"])
         .arg(&copy)
         .output()
         .unwrap();
@@ -171,4 +180,58 @@ fn the_service_unit_verifies_and_its_documentation_ships() {
     let err = String::from_utf8_lossy(&out.stderr);
     // A bad value is only a warning for systemd ("…, ignoring"): fail on any output too.
     assert!(out.status.success() && err.trim().is_empty(), "{err}");
+    let report = String::from_utf8_lossy(&security.stdout);
+    assert!(
+        security.status.success(),
+        "exposure above 3.0:\n{report}{}",
+        String::from_utf8_lossy(&security.stderr)
+    );
+}
+
+/// The value of `key=` in a unit file (the last assignment).
+fn unit_value<'a>(unit: &'a str, key: &str) -> &'a str {
+    unit.lines()
+        .filter_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+        .next_back()
+        .unwrap_or_else(|| panic!("no {key}= in the unit"))
+}
+
+#[test]
+fn the_units_agree_with_the_manager() {
+    let service = read(&dist("partita.service"));
+    let socket = read(&dist("partita.socket"));
+    assert_eq!(
+        unit_value(&socket, "ListenStream"),
+        partita_protocol::SYSTEM_SOCKET
+    );
+    assert_eq!(unit_value(&socket, "SocketGroup"), "partita");
+    assert_eq!(unit_value(&socket, "SocketMode"), "0660");
+    assert_eq!(unit_value(&service, "Type"), "notify");
+    assert_eq!(unit_value(&service, "Delegate"), "yes");
+    // The journal sits next to the socket and must outlive a stop (see the unit's comments).
+    let dir = Path::new(partita_protocol::SYSTEM_SOCKET).parent().unwrap();
+    assert_eq!(
+        Path::new("/run").join(unit_value(&service, "RuntimeDirectory")),
+        dir
+    );
+    assert_eq!(unit_value(&service, "RuntimeDirectoryPreserve"), "yes");
+    // Failures that a restart cannot fix end the unit at once.
+    let prevent: Vec<&str> = unit_value(&service, "RestartPreventExitStatus")
+        .split_whitespace()
+        .collect();
+    let config = partita_manager::Error::Config(partita_manager::ConfigError::Invalid {
+        key: "x".into(),
+        value: String::new(),
+        reason: "r",
+    });
+    let state = partita_manager::Error::StateDir {
+        dir: "/run/partita".into(),
+        source: std::io::ErrorKind::PermissionDenied.into(),
+    };
+    for e in [config, state] {
+        assert!(
+            prevent.contains(&e.exit_status().to_string().as_str()),
+            "{e}"
+        );
+    }
 }

@@ -46,15 +46,15 @@ complete -c partita -n "__fish_partita_using_subcommand serve" -l metrics -d 'Se
 complete -c partita -n "__fish_partita_using_subcommand serve" -l metrics-public -d 'Allow --metrics on a non-loopback address (the endpoint has no authentication)'
 complete -c partita -n "__fish_partita_using_subcommand serve" -l cleanup -d 'Do not serve: undo what managers that died without cleaning up left (affinities from their journals next to the socket, cgroups, `+cpuset`), print a summary and exit. A starting manager does the same first'
 complete -c partita -n "__fish_partita_using_subcommand serve" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c partita -n "__fish_partita_using_subcommand status" -l socket -d 'Socket path (default as for `serve`)' -r -F
+complete -c partita -n "__fish_partita_using_subcommand status" -l socket -d 'Socket path (default: where applications look: PARTITA_SOCKET, else $XDG_RUNTIME_DIR/partita.sock if it exists, else /run/partita/partita.sock)' -r -F
 complete -c partita -n "__fish_partita_using_subcommand status" -l json -d 'Print JSON instead of tables'
 complete -c partita -n "__fish_partita_using_subcommand status" -s h -l help -d 'Print help'
-complete -c partita -n "__fish_partita_using_subcommand top" -l socket -d 'Socket path (default as for `serve`)' -r -F
+complete -c partita -n "__fish_partita_using_subcommand top" -l socket -d 'Socket path (default: where applications look: PARTITA_SOCKET, else $XDG_RUNTIME_DIR/partita.sock if it exists, else /run/partita/partita.sock)' -r -F
 complete -c partita -n "__fish_partita_using_subcommand top" -l interval-ms -d 'Refresh period, milliseconds (at most 500: at least two refreshes a second)' -r
 complete -c partita -n "__fish_partita_using_subcommand top" -l once -d 'Print one frame as text and exit (size: the terminal\'s, else $COLUMNS x $LINES, else 120x40)'
 complete -c partita -n "__fish_partita_using_subcommand top" -s h -l help -d 'Print help'
 complete -c partita -n "__fish_partita_using_subcommand run" -l partition -d 'Partition to run in (default: the default partition)' -r
-complete -c partita -n "__fish_partita_using_subcommand run" -l socket -d 'Socket path (default as for `serve`)' -r -F
+complete -c partita -n "__fish_partita_using_subcommand run" -l socket -d 'Socket path (default: where applications look: PARTITA_SOCKET, else $XDG_RUNTIME_DIR/partita.sock if it exists, else /run/partita/partita.sock)' -r -F
 complete -c partita -n "__fish_partita_using_subcommand run" -s j -l jobs -d 'With --jobserver: most jobs at once (default: make\'s own -jN, else the CPUs available)' -r
 complete -c partita -n "__fish_partita_using_subcommand run" -l fifo -d 'With --jobserver: the fifo path (must not exist; default: a fresh one)' -r -F
 complete -c partita -n "__fish_partita_using_subcommand run" -l jobserver-style -d 'With --jobserver: how the jobserver is announced to the build' -r -f -a "auto\t'`fifo` when the `make` on `PATH` is GNU make ≥ 4.4 (or there is no make), else `pipe`'

@@ -12,10 +12,12 @@ use std::path::{Path, PathBuf};
 /// The error type of every subcommand: a message for the user.
 pub type CliResult = Result<(), Box<dyn std::error::Error>>;
 
-/// The socket given with `--socket`, else the default (as for `serve`).
+/// The socket given with `--socket`, else where applications look for the manager
+/// ([`partita_protocol::socket_path`]): a user's `partita status` asks the manager their
+/// programs would register with (the system one, unless a user-mode manager runs).
 pub fn socket_or_default(s: Option<&Path>) -> PathBuf {
     s.map(Path::to_path_buf)
-        .unwrap_or_else(|| partita_manager::default_serve_socket().0)
+        .unwrap_or_else(partita_protocol::socket_path)
 }
 
 /// Write `text` to stdout. A reader that went away (`partita status | head -1`) is not an

@@ -14,7 +14,8 @@ pub struct RunArgs {
     /// Partition to run in (default: the default partition).
     #[arg(long, default_value = "")]
     partition: String,
-    /// Socket path (default as for `serve`).
+    /// Socket path (default: where applications look: PARTITA_SOCKET, else
+    /// $XDG_RUNTIME_DIR/partita.sock if it exists, else /run/partita/partita.sock).
     #[arg(long)]
     socket: Option<PathBuf>,
     /// Serve a GNU make jobserver (MAKEFLAGS / CARGO_MAKEFLAGS) whose tokens follow the

@@ -41,12 +41,15 @@ pub enum LogFormat {
     Json,
 }
 
-/// Install the log subscriber: level from `RUST_LOG` (default `info`), on stderr.
+/// Install the log subscriber: level from `RUST_LOG` (default `info`), on stderr; colours
+/// only when stderr is a terminal (never in journald or a file).
 fn init_logging(format: LogFormat) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
@@ -64,6 +67,17 @@ fn load_config(
         Some(p) => partita_manager::Config::from_file(p),
         None if etc.exists() => partita_manager::Config::from_file(etc),
         None => Ok(partita_manager::Config::default()),
+    }
+}
+
+/// The exit status for an error of `serve` (see [`partita_manager::Error::exit_status`]).
+pub fn exit_status(e: &(dyn std::error::Error + 'static)) -> u8 {
+    if let Some(e) = e.downcast_ref::<partita_manager::Error>() {
+        e.exit_status()
+    } else if e.is::<partita_manager::ConfigError>() {
+        78
+    } else {
+        1
     }
 }
 

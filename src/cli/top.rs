@@ -28,7 +28,8 @@ pub const MIN_HEIGHT: u16 = 14;
 /// Options of `partita top`.
 #[derive(Debug, clap::Args)]
 pub struct TopArgs {
-    /// Socket path (default as for `serve`).
+    /// Socket path (default: where applications look: PARTITA_SOCKET, else
+    /// $XDG_RUNTIME_DIR/partita.sock if it exists, else /run/partita/partita.sock).
     #[arg(long)]
     socket: Option<PathBuf>,
     /// Print one frame as text and exit (size: the terminal's, else $COLUMNS x $LINES, else

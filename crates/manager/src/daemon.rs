@@ -15,6 +15,7 @@ use crate::limits::{AcceptBackoff, ConnLimits};
 use crate::proc_ref::ProcRef;
 use crate::realloc::{self, Doorbell};
 use crate::registry::{Peer, Registration, Registry};
+use crate::service::Listening;
 use crate::status::Status;
 use crate::supervise::supervise;
 use crate::sys::SysError;
@@ -27,7 +28,7 @@ use partita_protocol::wire::{
 use partita_protocol::CpuSet;
 use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::io::unix::AsyncFd;
@@ -49,6 +50,8 @@ pub(crate) struct Shared {
     doorbell: Arc<Doorbell>,
     shutdown: Notify,
     conns: Arc<ConnLimits>,
+    /// systemd's watchdog, pinged by every reallocation round ([`crate::service`]).
+    watchdog: Option<crate::service::Watchdog>,
 }
 
 impl Shared {
@@ -142,6 +145,9 @@ impl Shared {
         }
         realloc::apply(batch, &mut enforcer);
         realloc::hop!("applied");
+        if let Some(w) = &self.watchdog {
+            w.ping();
+        }
     }
 
     /// What `partita status` shows: the allocation in force (never one still being applied).
@@ -206,6 +212,7 @@ pub(crate) fn bind(
             return Err(Error::AlreadyRunning(socket.to_path_buf()));
         }
         std::fs::remove_file(socket).map_err(io("remove stale socket"))?;
+        tracing::info!(socket = %socket.display(), "removed a stale socket file (no manager answered on it)");
     }
     if let Some(dir) = socket.parent() {
         if !dir.as_os_str().is_empty() && !dir.exists() {
@@ -259,19 +266,18 @@ pub(crate) fn shared(config: Config, state_dir: Option<&Path>) -> Result<Arc<Sha
         doorbell: Arc::new(Doorbell::default()),
         shutdown: Notify::new(),
         conns,
+        watchdog: crate::service::Watchdog::from_env(),
     }))
 }
 
-/// Run until shutdown is requested; then restore affinities, remove cgroups and the socket.
-pub(crate) async fn run(
-    shared: Arc<Shared>,
-    listener: std::os::unix::net::UnixListener,
-    socket: PathBuf,
-) -> Result<(), Error> {
+/// Run until shutdown is requested; then restore affinities, remove cgroups and the socket
+/// (unless systemd owns it: socket activation).
+pub(crate) async fn run(shared: Arc<Shared>, listening: Listening) -> Result<(), Error> {
+    let (socket, activated, notify) = (listening.path, listening.activated, listening.notify);
     // The thread that runs this loop (all tasks, on a current-thread runtime) reads
     // doorbells; worker threads of a multi-thread runtime ask for the same at their start.
     realloc::react_quickly();
-    let listener = UnixListener::from_std(listener).map_err(|source| Error::Io {
+    let listener = UnixListener::from_std(listening.listener).map_err(|source| Error::Io {
         context: "register listener with tokio".into(),
         source,
     })?;
@@ -290,6 +296,9 @@ pub(crate) async fn run(
     shared.ring();
     let mut tasks = tokio::task::JoinSet::new();
     let mut background = spawn_background(&shared, sample, tick);
+    if notify {
+        crate::service::notify(&[sd_notify::NotifyState::Ready]);
+    }
     let mut backoff = AcceptBackoff::new();
     let mut failure = None;
     loop {
@@ -324,7 +333,12 @@ pub(crate) async fn run(
         }
     }
     tracing::info!("shutting down: restoring affinities and removing cgroups");
-    let _ = std::fs::remove_file(&socket);
+    if notify {
+        crate::service::notify(&[sd_notify::NotifyState::Stopping]);
+    }
+    if !activated {
+        let _ = std::fs::remove_file(&socket);
+    }
     background.abort_all();
     tasks.abort_all();
     while tasks.join_next().await.is_some() {}

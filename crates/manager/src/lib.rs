@@ -47,6 +47,7 @@ pub mod proc_ref;
 mod quantum;
 mod realloc;
 mod registry;
+mod service;
 pub mod status;
 mod supervise;
 pub mod sys;
@@ -101,6 +102,32 @@ pub enum Error {
     /// The daemon thread failed.
     #[error("manager thread: {0}")]
     Thread(String),
+    /// The state directory (the undo journal's) exists but cannot be written.
+    #[error("the state directory {} (where the undo journal lives) is not writable: {source}", dir.display())]
+    StateDir {
+        /// The directory.
+        dir: PathBuf,
+        /// Why a file could not be created in it.
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// The exit status `partita serve` ends with: 78 (`EX_CONFIG`) for a configuration
+    /// error, 73 (`EX_CANTCREAT`) for an unwritable state directory, both listed in the
+    /// unit's `RestartPreventExitStatus=` (restarting cannot help), else 1.
+    ///
+    /// ```
+    /// let e = partita_manager::Error::Thread("x".into());
+    /// assert_eq!(e.exit_status(), 1);
+    /// ```
+    pub fn exit_status(&self) -> u8 {
+        match self {
+            Error::Config(_) => 78,
+            Error::StateDir { .. } => 73,
+            _ => 1,
+        }
+    }
 }
 
 /// A manager running on its own thread (see [`spawn_in_process`]).
@@ -133,7 +160,7 @@ pub struct ManagerHandle {
 /// ```
 pub fn spawn_in_process(config: Config, socket: PathBuf) -> Result<ManagerHandle, Error> {
     let shared = daemon::shared(config, Some(&state_dir(&socket)))?;
-    let listener = daemon::bind(&socket, false)?;
+    let listening = service::Listening::bound(daemon::bind(&socket, false)?, socket.clone());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -142,10 +169,9 @@ pub fn spawn_in_process(config: Config, socket: PathBuf) -> Result<ManagerHandle
             source,
         })?;
     let s = shared.clone();
-    let path = socket.clone();
     let thread = std::thread::Builder::new()
         .name("partita-manager".into())
-        .spawn(move || rt.block_on(daemon::run(s, listener, path)))
+        .spawn(move || rt.block_on(daemon::run(s, listening)))
         .map_err(|source| Error::Io {
             context: "spawn manager thread".into(),
             source,
@@ -229,11 +255,11 @@ pub fn serve_with_metrics(
     system: bool,
     metrics: Option<std::net::TcpListener>,
 ) -> Result<(), Error> {
-    let shared = daemon::shared(config, Some(&state_dir(&socket)))?;
-    let listener = daemon::bind(&socket, system)?;
-    if system {
-        chgrp_partita(&socket);
-    }
+    let passed = service::passed()?;
+    let state = state_dir(&socket);
+    check_state_dir(&state)?;
+    let shared = daemon::shared(config, Some(&state))?;
+    let listening = service::listen(&passed, &socket, system)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .on_thread_start(realloc::react_quickly)
@@ -274,7 +300,7 @@ pub fn serve_with_metrics(
                 tracing::info!(signal = name, "signal received");
                 s.request_shutdown();
             });
-            daemon::run(shared, listener, socket).await
+            daemon::run(shared, listening).await
         })
     }));
     match served {
@@ -319,10 +345,46 @@ fn install_panic_hook() {
     }));
 }
 
-/// Give the socket to group `partita` if that group exists (system mode).
+/// Give the socket to group `partita` (system mode); without that group only root can use
+/// the socket, which is said once in the log.
 fn chgrp_partita(socket: &Path) {
-    if let Ok(Some(g)) = nix::unistd::Group::from_name("partita") {
-        let _ = nix::unistd::chown(socket, None, Some(g.gid));
+    match nix::unistd::Group::from_name("partita") {
+        Ok(Some(g)) => {
+            if let Err(e) = nix::unistd::chown(socket, None, Some(g.gid)) {
+                tracing::warn!(socket = %socket.display(), error = %e, "cannot give the socket to group partita: only root can register");
+            }
+        }
+        // Said loudly for the system socket only: a root manager on a private socket (as in
+        // tests) is root's alone by design.
+        Ok(None) if socket == Path::new(partita_protocol::SYSTEM_SOCKET) => {
+            tracing::warn!(socket = %socket.display(), "group partita does not exist (groupadd --system partita): only root can register; other users' programs run standalone")
+        }
+        Ok(None) => {
+            tracing::debug!(socket = %socket.display(), "no group partita: the socket stays root's")
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot look up group partita: only root can register")
+        }
+    }
+}
+
+/// Refuse to start when the state directory (where the undo journal lives) exists but is not
+/// writable: a manager that cannot journal would leave its changes behind after a crash.
+/// A missing directory is created later, with the socket.
+fn check_state_dir(dir: &Path) -> Result<(), Error> {
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    let probe = dir.join(format!(".partita-probe-{}", std::process::id()));
+    match std::fs::File::create(&probe) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(source) => Err(Error::StateDir {
+            dir: dir.to_path_buf(),
+            source,
+        }),
     }
 }
 
