@@ -415,7 +415,7 @@ _partita() {
             return 0
             ;;
         partita__subcmd__probe)
-            opts="-h --socket --name --pool --demand --partition --seconds --raw --poll-us --task-us --help"
+            opts="-h --socket --name --pool --demand --partition --seconds --raw --poll-us --task-us --churn-threads-ms --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -450,6 +450,10 @@ _partita() {
                     return 0
                     ;;
                 --task-us)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --churn-threads-ms)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

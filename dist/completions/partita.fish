@@ -108,6 +108,7 @@ complete -c partita -n "__fish_partita_using_subcommand probe" -l partition -d '
 complete -c partita -n "__fish_partita_using_subcommand probe" -l seconds -d 'Exit after this many seconds (0: never; `--raw` also exits when the manager goes away)' -r
 complete -c partita -n "__fish_partita_using_subcommand probe" -l poll-us -d 'How often the main thread looks at the pool\'s active workers, in microseconds' -r
 complete -c partita -n "__fish_partita_using_subcommand probe" -l task-us -d 'Length of each spinning task of the workload, in microseconds (a worker reaches a safe point, where it can park, only between tasks)' -r
+complete -c partita -n "__fish_partita_using_subcommand probe" -l churn-threads-ms -d 'Also create threads of its own after registering, one after another, each of which pins itself back to the mask the probe started with and lives this many milliseconds (0: ends at once, a tight create-and-end loop); at most 8 live at a time. It stands for an application whose later threads would escape its allocation' -r
 complete -c partita -n "__fish_partita_using_subcommand probe" -l raw -d 'Speak the protocol directly instead of using a pool'
 complete -c partita -n "__fish_partita_using_subcommand probe" -s h -l help -d 'Print help'
 complete -c partita -n "__fish_partita_using_subcommand help; and not __fish_seen_subcommand_from serve status top run calibrate simulate completions man demo workload probe help" -f -a "serve" -d 'Run the manager daemon (system mode as root, else user mode)'
