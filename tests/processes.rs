@@ -554,19 +554,29 @@ fn an_allocation_outside_the_starting_mask_is_followed() {
     }
 }
 
-/// A probe on CPU 0 (`taskset -c 0`) under a manager that owns CPU 1 only, creating threads
-/// of its own after it registered (`--churn-threads-ms`), each of which pins itself back to
-/// CPU 0.
-fn churning_app(socket: &std::path::Path, life_ms: u64) -> Proc {
-    Proc::spawn(
+/// A manager that owns CPU 1 only (in `dir`), and a probe registered with it from CPU 0
+/// (`taskset -c 0`) that creates threads of its own after it registered
+/// (`--churn-threads-ms`), each of which pins itself back to CPU 0. `None` on a machine with
+/// one CPU.
+fn churning_app(dir: &TempDir, life_ms: u64) -> Option<(Proc, std::path::PathBuf, Proc)> {
+    if partita_manager::sys::get_affinity(0).unwrap().len() < 2 {
+        return None;
+    }
+    let (mgr, socket) = serve(
+        dir,
+        &format!("{TRACKED}cpus = \"1\"\nrealloc_period_ms = 50\n"),
+    );
+    let app = Proc::spawn(
         Command::new("taskset")
             .args(["-c", "0"])
             .arg(support::bin())
             .args(["probe", "--name", "churn", "--pool", "2", "--demand", "2"])
             .args(["--churn-threads-ms", &life_ms.to_string(), "--socket"])
-            .arg(socket)
-            .env("PARTITA_SOCKET", socket),
-    )
+            .arg(&socket)
+            .env("PARTITA_SOCKET", &socket),
+    );
+    assert!(wait_until(LONG, || status(&socket).applications.len() == 1));
+    Some((mgr, socket, app))
 }
 
 /// Issue 32: every thread of a registered application runs inside its allocation, whenever
@@ -578,16 +588,10 @@ fn churning_app(socket: &std::path::Path, life_ms: u64) -> Proc {
 #[test]
 fn threads_an_application_creates_later_are_confined_within_a_round() {
     let _g = serial();
-    if partita_manager::sys::get_affinity(0).unwrap().len() < 2 {
-        return;
-    }
     let dir = TempDir::new("latethreads");
-    let (_mgr, socket) = serve(
-        &dir,
-        &format!("{TRACKED}cpus = \"1\"\nrealloc_period_ms = 50\n"),
-    );
-    let app = churning_app(&socket, 150);
-    assert!(wait_until(LONG, || status(&socket).applications.len() == 1));
+    let Some((_mgr, socket, app)) = churning_app(&dir, 150) else {
+        return;
+    };
     let mut outside_since = std::collections::BTreeMap::new();
     let mut seen = std::collections::BTreeSet::new();
     let mut narrowed = 0;
@@ -619,22 +623,15 @@ fn threads_an_application_creates_later_are_confined_within_a_round() {
 /// registered (each pinning itself outside its CPUs) costs the manager little: its CPU time
 /// over 40 sampling rounds stays under 10 % of one CPU in this debug build, under whatever
 /// load CI adds (a runaway walk would take a whole CPU; the release build's figure, beside
-/// the same manager without the churn, is in docs/bench/manager.md, "Threads created after
-/// confinement"), and the
+/// the same manager without the churn, is in docs/bench/manager.md §14), and the
 /// application is still confined at the end.
 #[test]
 fn a_tight_thread_churn_costs_the_manager_little() {
     let _g = serial();
-    if partita_manager::sys::get_affinity(0).unwrap().len() < 2 {
-        return;
-    }
     let dir = TempDir::new("tightchurn");
-    let (mgr, socket) = serve(
-        &dir,
-        &format!("{TRACKED}cpus = \"1\"\nrealloc_period_ms = 50\n"),
-    );
-    let app = churning_app(&socket, 0);
-    assert!(wait_until(LONG, || status(&socket).applications.len() == 1));
+    let Some((mgr, socket, app)) = churning_app(&dir, 0) else {
+        return;
+    };
     let ticks = || partita_manager::sys::cpu_ticks_in(mgr.pid(), false);
     let (s0, t0, at) = (status(&socket).samples, ticks(), std::time::Instant::now());
     // Looked at rarely: each status request costs the manager CPU too.
