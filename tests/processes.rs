@@ -187,9 +187,14 @@ fn three_applications_and_a_hog_share_the_cpus() {
     assert!(wait_until(LONG, || status(&socket)
         .app_by_pid(victim_pid)
         .is_none()));
-    let s = settled_status(&socket);
-    assert_eq!(s.applications.len(), 2);
-    assert_eq!(split(&s).0, n.min(5), "{s:#?}");
+    // Waited for, not read once: a sample can move the hog's count between a round and the
+    // snapshot (runnable 1 counted, the round it rings not yet run), which left one CPU of
+    // two unassigned in one snapshot of 20 whole-suite runs.
+    let all_held = wait_until(LONG, || {
+        let s = settled_status(&socket);
+        s.applications.len() == 2 && split(&s).0 == n.min(5)
+    });
+    assert!(all_held, "{:#?}", settled_status(&socket));
 
     // Without the hog, the two remaining applications split the CPUs evenly and their pools
     // follow (active workers = target).
