@@ -142,7 +142,7 @@ impl Registry {
     /// Worker `index`, excluded by the target, is about to park inside a job (its stack holds
     /// one that others may wait for): take the place of an included worker between top-level
     /// jobs, which suspends instead (`slots.rs`). Returns whether `index` is included now.
-    pub(crate) fn take_place(&self, index: usize) -> bool {
+    pub(crate) fn take_place(&self, index: usize, resumed: bool) -> bool {
         let _g = self
             .control
             .change
@@ -153,7 +153,7 @@ impl Registry {
             return true; // the target rose meanwhile
         }
         let fixed = self.borrowed_thread0.then_some(0);
-        let Some(j) = self.control.slots.trade(index, t, fixed) else {
+        let Some(j) = self.control.slots.trade(index, t, fixed, resumed) else {
             return false;
         };
         control::hop!("trade", worker = index, with = j);
@@ -266,7 +266,7 @@ impl WorkerThread {
     /// At a wait inside a job: park here, unless an included worker between top-level jobs
     /// takes our exclusion instead ([`Registry::take_place`]), or we are not excluded.
     pub(crate) fn must_park_in_wait(&self) -> bool {
-        self.should_park_in_wait() && !self.registry.take_place(self.index)
+        self.should_park_in_wait() && !self.registry.take_place(self.index, false)
     }
 
     /// A top-level job starts (`false`) or ends (`true`) on this worker.
@@ -316,6 +316,12 @@ impl WorkerThread {
         self.busy_edge(false);
         reg.suspended(self.index);
         self.wait_suspended(waiting_on);
+        // Resumed to continue our own job while the target still excludes us: take an
+        // included worker's place (it parks at its next safe point) instead of parking
+        // again at our next wait, once per step of the job (`slots.rs`).
+        if waiting_on.is_some_and(|l| l.probe()) && self.should_suspend() {
+            reg.take_place(self.index, true);
+        }
         self.busy_edge(true);
     }
 

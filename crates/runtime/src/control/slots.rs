@@ -8,7 +8,10 @@
 //! for: the `install` loop of a program, a `join` whose other half was stolen), first trades
 //! places with an included worker that is between top-level jobs ([`partner`]); that one
 //! parks at its next safe point, or at once if it sleeps, and the worker with the job goes
-//! on. Without it, a program whose main loop ran on the excluded worker parked and was
+//! on. A worker that found no such partner parks; when it is resumed to continue its own
+//! job (its latch was set) while still excluded, it takes the place of any included worker,
+//! which gives it up at its next safe point, so the job's next steps do not park again.
+//! Without it, a program whose main loop ran on the excluded worker parked and was
 //! woken once per step of its own job: 19,328 parks in one 0.4 s run of four tiny-phase
 //! programs under `partita serve` (issue 26). The count of included workers never changes,
 //! so the active count still exceeds the target for at most one task.
@@ -77,10 +80,17 @@ impl Slots {
         excluded: usize,
         target: usize,
         fixed: Option<usize>,
+        resumed: bool,
     ) -> Option<usize> {
         let mut at = lock(&self.at);
+        // A worker resumed to continue its own job takes a place from any included worker
+        // (which gives it up at its next safe point) when none is between jobs.
         let between = |w: usize| self.between[w].load(Ordering::Relaxed);
-        let j = partner(excluded, target, &at, between, fixed)?;
+        let j = partner(excluded, target, &at, between, fixed).or_else(|| {
+            resumed
+                .then(|| partner(excluded, target, &at, |_| true, fixed))
+                .flatten()
+        })?;
         let (p, q) = (self.place(excluded), self.place(j));
         at.swap(p, q);
         // SeqCst, under `change`, as the target's store: the pair a resume predicate reads.
@@ -139,7 +149,7 @@ mod tests {
         s.set_between(1, false);
         // Target 2: worker 2 is excluded and about to park inside a job; worker 1 holds a
         // job, worker 0 is between jobs.
-        assert_eq!(s.trade(2, 2, None), Some(0));
+        assert_eq!(s.trade(2, 2, None, false), Some(0));
         assert_eq!((s.place(0), s.place(1), s.place(2)), (2, 1, 0));
         assert_eq!(s.workers_at(0..2), vec![2, 1]);
         assert_eq!(s.workers_at(2..3), vec![0]);
@@ -162,7 +172,7 @@ mod tests {
                     continue; // only an excluded worker trades
                 }
                 let before: Vec<bool> = (0..n).map(|i| s.between[i].load(Ordering::Relaxed)).collect();
-                if let Some(j) = s.trade(w, t, None) {
+                if let Some(j) = s.trade(w, t, None, false) {
                     prop_assert!(before[j] && j != w);
                     prop_assert!(s.place(w) < t && s.place(j) >= t);
                 }
@@ -232,7 +242,7 @@ mod loom_tests {
             };
             let traded = {
                 let _g = lock(&change);
-                let j = slots.trade(1, 1, None);
+                let j = slots.trade(1, 1, None, false);
                 // Suspended in place: the pool's bookkeeping counts it (`Registry::suspended`).
                 if j.is_some_and(|j| sleep.suspend_sleeper(j, false)) {
                     suspended.store(true, SeqCst);
