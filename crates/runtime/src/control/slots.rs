@@ -86,11 +86,10 @@ impl Slots {
         // A worker resumed to continue its own job takes a place from any included worker
         // (which gives it up at its next safe point) when none is between jobs.
         let between = |w: usize| self.between[w].load(Ordering::Relaxed);
-        let j = partner(excluded, target, &at, between, fixed).or_else(|| {
-            resumed
-                .then(|| partner(excluded, target, &at, |_| true, fixed))
-                .flatten()
-        })?;
+        let j = match partner(excluded, target, &at, between, fixed) {
+            None if resumed => partner(excluded, target, &at, |_| true, fixed),
+            found => found,
+        }?;
         let (p, q) = (self.place(excluded), self.place(j));
         at.swap(p, q);
         // SeqCst, under `change`, as the target's store: the pair a resume predicate reads.
