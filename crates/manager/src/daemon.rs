@@ -640,8 +640,10 @@ async fn serve_application(shared: &Shared, stream: &mut UnixStream, req: Regist
     let _guard = Unregister { shared, id };
     // Its own threads were outside ones until now, and the last sample may have seen a
     // process that has exited since: count again before its first allocation.
+    // Nothing counted outside at the last sample (its gate closed: `outside_seen` is 0):
+    // nothing to lower, and no recount (three readings of every known thread's state).
     let req = shared.lock().sample_request();
-    if req.system_wide {
+    if req.system_wide && shared.outside_seen.load(Ordering::Relaxed) > 0 {
         if let Ok(fresh) =
             tokio::task::spawn_blocking(move || sample::outside_runnable_now(&req)).await
         {

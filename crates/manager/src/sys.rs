@@ -216,6 +216,25 @@ pub fn parse_proc_stat(text: &str) -> Option<ProcStat> {
     })
 }
 
+/// Read a `/proc` file whole. `/proc` files report size 0, so `read_to_string` sizes its
+/// buffer with a `statx` and then probes with small reads (about ten calls for a 300-byte
+/// stat file); one large buffer reads it in one call and sees the end in a second.
+pub fn read_proc(path: &str) -> Option<String> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).ok()?;
+    let mut out = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        match f.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 /// Read and parse `/proc/<pid>/stat` (`tid`: `/proc/<pid>/task/<tid>/stat`); `None` when the
 /// process or thread is gone.
 ///
@@ -229,7 +248,7 @@ pub fn read_proc_stat(pid: i32, tid: Option<i32>) -> Option<ProcStat> {
         Some(t) => format!("/proc/{pid}/task/{t}/stat"),
         None => format!("/proc/{pid}/stat"),
     };
-    parse_proc_stat(&std::fs::read_to_string(path).ok()?)
+    parse_proc_stat(&read_proc(&path)?)
 }
 
 /// Number of runnable (state `R`) threads of a process; 0 if it is gone.
@@ -321,7 +340,7 @@ pub fn descendants(pid: i32) -> Vec<i32> {
     let mut stack = vec![pid];
     while let Some(p) = stack.pop() {
         for t in threads(p).unwrap_or_default() {
-            if let Ok(text) = std::fs::read_to_string(format!("/proc/{p}/task/{t}/children")) {
+            if let Some(text) = read_proc(&format!("/proc/{p}/task/{t}/children")) {
                 for c in text
                     .split_whitespace()
                     .filter_map(|x| x.parse::<i32>().ok())
@@ -343,7 +362,8 @@ pub fn descendants(pid: i32) -> Vec<i32> {
 /// assert!(partita_manager::sys::procs_running().unwrap() >= 1);
 /// ```
 pub fn procs_running() -> Result<u32, SysError> {
-    let text = std::fs::read_to_string("/proc/stat").map_err(sys_err("read /proc/stat"))?;
+    let text = read_proc("/proc/stat")
+        .ok_or_else(|| sys_err("read /proc/stat")(io::Error::from(io::ErrorKind::NotFound)))?;
     text.lines()
         .find_map(|l| l.strip_prefix("procs_running "))
         .and_then(|v| v.trim().parse().ok())
@@ -360,7 +380,8 @@ pub fn procs_running() -> Result<u32, SysError> {
 /// assert!(partita_manager::sys::system_cpu().unwrap().at_least(&a));
 /// ```
 pub fn system_cpu() -> Result<CpuSplit, SysError> {
-    let text = std::fs::read_to_string("/proc/stat").map_err(sys_err("read /proc/stat"))?;
+    let text = read_proc("/proc/stat")
+        .ok_or_else(|| sys_err("read /proc/stat")(io::Error::from(io::ErrorKind::NotFound)))?;
     parse_cpu_split(&text)
         .ok_or_else(|| sys_err("parse /proc/stat cpu")(io::Error::from(io::ErrorKind::InvalidData)))
 }
@@ -455,7 +476,7 @@ mod tests {
     fn stat_of_this_thread_parses() {
         // The calling thread is running while it reads its own stat, so its state is R; the
         // process-level /proc/self/stat shows the main thread, which may be asleep.
-        let text = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+        let text = read_proc("/proc/thread-self/stat").unwrap();
         assert_eq!(parse_proc_stat(&text).unwrap().state, 'R');
     }
 
@@ -502,9 +523,7 @@ mod tests {
             assert_eq!((c.user, c.nice, c.other), (8, 0, 2));
         }
         // This thread, whatever the nice it runs at: the split adds up.
-        let me = std::fs::read_to_string("/proc/thread-self/stat")
-            .ok()
-            .and_then(|t| parse_proc_stat(&t));
+        let me = read_proc("/proc/thread-self/stat").and_then(|t| parse_proc_stat(&t));
         let me = me.expect("own stat");
         assert_eq!(me.split().total(), me.cpu_ticks);
     }

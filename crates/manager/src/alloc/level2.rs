@@ -12,7 +12,12 @@ type Hist = MemberMap;
 
 /// Max-min fair share: every member gets `min(cap, level)`; when the CPUs left do not divide
 /// evenly among the members still wanting more, the extra CPUs go to those with the lowest
-/// cumulative count (`cum`, advanced once per period), so uneven remainders rotate.
+/// cumulative count (`cum`, advanced once per period), so uneven remainders rotate. An
+/// application that arrived since the last rotation step gets one only after the others
+/// (until that step has passed, that step included): a program that registers and exits
+/// at once, hundreds of times a second, never takes a running program's CPU (issue 26's bad
+/// input, `tests/churn.rs`); one that stays takes its turn from its second period on.
+/// Outside load (the uncontrolled member) is exempt: when it appears it gets a CPU at once.
 ///
 /// ```
 /// use partita_manager::alloc::{level2::equipartition, MemberId::App};
@@ -26,10 +31,17 @@ pub fn equipartition(
     hist: &mut Hist,
     advance: bool,
 ) -> Vec<(MemberId, u32)> {
+    let young: Vec<bool> = members
+        .iter()
+        .map(|(m, _)| {
+            matches!(m, MemberId::App(_)) && hist.get(m).is_none_or(|h| h.boundaries == 0)
+        })
+        .collect();
     if advance {
         for (m, _) in members {
             if let Some(h) = hist.get_mut(m) {
                 h.cum += h.last_count as u64;
+                h.boundaries = h.boundaries.saturating_add(1);
             }
         }
     }
@@ -58,20 +70,17 @@ pub fn equipartition(
         // Unmet members (cap > level): the `extra` with the lowest (cum, member) get one more
         // CPU each, so uneven remainders rotate. Keys are looked up once, not in a comparator,
         // and are distinct (member ids are), so selecting the `extra` smallest is enough.
-        let mut order: Vec<(u64, MemberId, usize)> = (0..members.len())
+        let mut order: Vec<(bool, u64, MemberId, usize)> = (0..members.len())
             .filter(|&i| members[i].1 > level)
             .map(|i| {
-                (
-                    hist.get(&members[i].0).map_or(0, |h| h.cum),
-                    members[i].0,
-                    i,
-                )
+                let cum = hist.get(&members[i].0).map_or(0, |h| h.cum);
+                (young[i], cum, members[i].0, i)
             })
             .collect();
         if extra < order.len() {
             order.select_nth_unstable(extra - 1);
         }
-        for &(_, _, i) in order.iter().take(extra) {
+        for &(_, _, _, i) in order.iter().take(extra) {
             // cap > level, so level + 1 fits.
             out[i].1 += 1;
         }

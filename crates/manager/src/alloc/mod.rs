@@ -290,6 +290,8 @@ pub struct MemberHistory {
     pub seen: u64,
     /// Count of the last allocation.
     pub last_count: u32,
+    /// Rotation steps (equipartition periods) it has been present at.
+    pub boundaries: u32,
     /// CPU set of the last allocation.
     pub last_cpus: CpuSet,
     /// Every CPU it has held (selective assignment prefers these).

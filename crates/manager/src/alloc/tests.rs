@@ -463,3 +463,58 @@ fn selective_assignment_prefers_the_same_domain() {
     let p = placement::place(&input.cpus, &input.domains, &counts, &prev);
     assert_eq!(p.sets[&MemberId::App(1)].to_vec(), vec![2, 3]);
 }
+
+/// Issue 26's bad input: a newcomer that arrives between periods does not take an incumbent's
+/// extra CPU. A program of demand 1 ran alone for a while (its rotation count is ahead of the
+/// outside load's), then one outside runnable thread appeared: each holds one of 2 CPUs. A
+/// newcomer of demand 2 (level 0, two extras) used to take the program's, having the lowest
+/// count; at the next period the remainder rotates as before and the newcomer gets its turn.
+#[test]
+fn a_newcomer_between_periods_leaves_the_incumbents_their_cpus() {
+    let mut input = AllocInput::new(vec![0, 1], vec![PartitionConfig::named("default")]);
+    let app = |id, demand| AppDemand {
+        id,
+        partition: 0,
+        demand,
+        pool_size: 2,
+    };
+    input.apps = vec![app(1, 1)];
+    input.uncontrolled = vec![0];
+    let mut h = History::default();
+    for _ in 0..3 {
+        assert_eq!(allocate(&input, &mut h).count(MemberId::App(1)), 1);
+        input.now_ms += input.period_ms;
+    }
+    input.uncontrolled = vec![1];
+    let out = allocate(&input, &mut h);
+    assert_eq!(out.count(MemberId::App(1)), 1);
+    assert_eq!(out.count(MemberId::Uncontrolled(0)), 1);
+    // Arrival inside the period (same clock: no rotation step).
+    input.now_ms += 1;
+    input.apps.push(app(2, 2));
+    let out = allocate(&input, &mut h);
+    assert_eq!(out.count(MemberId::App(1)), 1, "{out:?}");
+    assert_eq!(out.count(MemberId::Uncontrolled(0)), 1, "{out:?}");
+    assert_eq!(out.count(MemberId::App(2)), 0, "{out:?}");
+    // Its departure inside the period moves nothing either.
+    input.apps.pop();
+    let out = allocate(&input, &mut h);
+    assert_eq!(out.count(MemberId::App(1)), 1);
+    // A newcomer that stays gets its turn at the period boundaries: over 6 periods the three
+    // share the 12 CPU-periods, none holding one in fewer than 3.
+    input.apps.push(app(2, 2));
+    let mut held = BTreeMap::new();
+    for _ in 0..6 {
+        input.now_ms += input.period_ms;
+        let out = allocate(&input, &mut h);
+        for m in [
+            MemberId::Uncontrolled(0),
+            MemberId::App(1),
+            MemberId::App(2),
+        ] {
+            *held.entry(m).or_insert(0) += out.count(m);
+        }
+    }
+    assert_eq!(held.values().sum::<u32>(), 12, "{held:?}");
+    assert!(held.values().all(|&n| n >= 3), "{held:?}");
+}
