@@ -641,14 +641,13 @@ async fn serve_application(shared: &Shared, stream: &mut UnixStream, req: Regist
     // Its own threads were outside ones until now, and the last sample may have seen a
     // process that has exited since: count again before its first allocation.
     // Nothing counted outside at the last sample (its gate closed: `outside_seen` is 0):
-    // nothing to lower, and no recount (three readings of every known thread's state).
+    // nothing to lower, and no recount (three walks of /proc).
     let req = shared.lock().sample_request();
     if req.system_wide && shared.outside_seen.load(Ordering::Relaxed) > 0 {
         if let Ok(fresh) =
             tokio::task::spawn_blocking(move || sample::outside_runnable_now(&req)).await
         {
-            let seen = shared.outside_seen.load(Ordering::Relaxed);
-            shared.lock().lower_outside(seen, fresh);
+            shared.lock().lower_outside(fresh);
         }
     }
     // The newcomer's first allocation (it runs at full size until then): ring now rather than

@@ -265,6 +265,59 @@ pub fn runnable_threads(pid: i32) -> u32 {
         .count() as u32
 }
 
+/// A process as one walk of `/proc` sees it ([`foreground_runnable`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcRunnable {
+    /// The process.
+    pub pid: i32,
+    /// Its parent (0 when unknown).
+    pub ppid: i32,
+    /// Its threads that are runnable (state `R`) at nice ≤ 0: each wants a CPU against a
+    /// managed program's workers (a niced one gets a few percent of a contended CPU).
+    pub foreground: u32,
+}
+
+/// Every process of the system with its runnable threads at nice ≤ 0: one read of
+/// `/proc/<pid>/stat` and of each `/proc/<pid>/task/<tid>/stat` (a few hundred small reads on
+/// a typical machine, so for registrations, not for every sample). Processes and threads
+/// that exit during the walk are skipped.
+///
+/// ```
+/// let me = std::process::id() as i32;
+/// let all = partita_manager::sys::foreground_runnable();
+/// // This thread is running while it walks, at the test's nice.
+/// let mine = all.iter().find(|p| p.pid == me).unwrap();
+/// assert!(mine.ppid > 0);
+/// ```
+pub fn foreground_runnable() -> Vec<ProcRunnable> {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let number = |e: std::fs::DirEntry| e.file_name().to_str()?.parse::<i32>().ok();
+    let mut out = Vec::new();
+    for pid in procs.flatten().filter_map(number) {
+        let Some(ppid) = parent_pid(pid) else {
+            continue;
+        };
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        let foreground = tasks
+            .flatten()
+            .filter_map(number)
+            .filter(|&t| {
+                read_proc_stat(pid, Some(t)).is_some_and(|s| s.state == 'R' && s.nice <= 0)
+            })
+            .count() as u32;
+        out.push(ProcRunnable {
+            pid,
+            ppid,
+            foreground,
+        });
+    }
+    out
+}
+
 /// Runnable threads of a process, and of its descendants too when `tree` is set.
 ///
 /// ```

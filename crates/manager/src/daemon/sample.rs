@@ -36,11 +36,12 @@
 //! on a shared machine lowered every managed program. What stays: the system time of niced
 //! processes is in `/proc/stat`'s `system` column with everyone's; it is attributed in
 //! proportion to the outside user time (a niced build's ~18 % of system time is then not
-//! outside use either). At a registration, the fresh count (`outside_runnable_now`) holds
-//! the niced runnable threads too, so it is compared with the last sample's count before
-//! its gate (`outside::recount`): what left since is taken off the counted threads. (A
-//! plain minimum kept a nice-0 loop that had just exited counted beside a dozen runnable
-//! niced build threads, and `tests/registration.rs` failed 6 runs of 8 here.)
+//! outside use either). At a registration, the count is lowered to a fresh one
+//! (`outside_runnable_now`) from walks of `/proc` that see each thread's state and nice:
+//! runnable threads at nice ≤ 0 of processes that are not known (`outside::foreground_outside`).
+//! `procs_running` cannot tell niced threads apart, and beside a dozen runnable niced build
+//! threads a departed nice-0 loop stayed counted (`tests/registration.rs` failed 6 runs of
+//! 8 with a plain minimum of it, 2 of 6 comparing it with the last sample's).
 //!
 //! **What a sample costs.** The gate zeroes the count whenever outside threads used too
 //! little CPU, which is nearly always beside managed programs alone, so the CPU ticks (one
@@ -145,34 +146,25 @@ pub(super) fn nothing_to_measure(shared: &Shared, req: &SampleRequest) -> bool {
 const FRESH_READINGS: u32 = 3;
 const FRESH_SPACING: Duration = Duration::from_millis(2);
 
-/// The system's runnable threads outside every application, tracked process and the manager
-/// itself, now: the least of [`FRESH_READINGS`] readings [`FRESH_SPACING`] apart, ungated
-/// (system-wide accounting; see the module's notes). What a registration lowers the last
-/// sample's count to ([`crate::registry::Registry::lower_outside`]).
+/// The system's runnable threads at nice ≤ 0 outside every application, tracked process and
+/// the manager itself, now: the least of [`FRESH_READINGS`] walks of `/proc`
+/// ([`sys::foreground_runnable`]) [`FRESH_SPACING`] apart (system-wide accounting; see the
+/// module's notes). What a registration lowers the last sample's count to
+/// ([`crate::registry::Registry::lower_outside`]).
 pub(crate) fn outside_runnable_now(req: &SampleRequest) -> u32 {
-    let mut least = outside_runnable_once(req);
+    let mut known: Vec<(i32, bool)> = req.app_pids.clone();
+    known.extend(req.tracked.iter().map(|&(_, pid, _)| (pid, true)));
+    known.push((std::process::id() as i32, false));
+    let once = || outside::foreground_outside(&sys::foreground_runnable(), &known);
+    let mut least = once();
     for _ in 1..FRESH_READINGS {
         if least == 0 {
             break;
         }
         std::thread::sleep(FRESH_SPACING);
-        least = least.min(outside_runnable_once(req));
+        least = least.min(once());
     }
     least
-}
-
-fn outside_runnable_once(req: &SampleRequest) -> u32 {
-    let tracked: u32 = req
-        .tracked
-        .iter()
-        .filter(|t| t.2)
-        .map(|&(_, pid, _)| sys::runnable_in(pid, true))
-        .sum();
-    let mine = own_runnable();
-    let before = apps_runnable(req);
-    let all = sys::procs_running().unwrap_or(0);
-    let after = apps_runnable(req);
-    outside_runnable(all, before + mine, after + mine, tracked)
 }
 
 /// The applications' runnable threads.
