@@ -1,0 +1,384 @@
+//! Fine-grained fork-join (issue 29): sequential, rayon-core, chili (heartbeat scheduling)
+//! and partita side by side, on 1 and 2 threads, in one run.
+//!
+//! `cargo bench -p partita-runtime --bench heartbeat` prints a paired table first (every
+//! round runs each runtime once, in an order that rotates between rounds; the table gives
+//! each runtime's median and the median of its per-round ratios — the robust number on a
+//! machine shared with other work), then runs criterion's groups. `HB_QUICK=1` prints only
+//! the table (3 rounds unless `HB_ROUNDS` says otherwise; default 7). Workloads:
+//!
+//! - tree-sum: the Spice/chili benchmark, a `join` at every node of a binary tree of
+//!   2^10-1, 2^16-1 and 2^23-1 nodes;
+//! - fib(32) with a `join` per call;
+//! - a `scope` that spawns 10^5 tiny tasks from one thread (chili has no scope: n/a);
+//! - quicksort of 10^6 u32 (`join` per partition, leaves of 1000 sorted sequentially).
+//!
+//! The coarse rayon programs (`par_sort` 10^7, map-reduce 10^8) need rayon on top of each
+//! runtime, and one binary cannot link rayon-core twice (`links = "rayon-core"`): they are
+//! measured by `compat/bench/run.sh`, which builds the same rayon program on the registry's
+//! rayon-core and through the compat patch and runs the two interleaved.
+//! Results: docs/bench/runtime.md (2026-11-29, issue 29).
+
+use criterion::{criterion_group, BatchSize, Criterion};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+/// A node of the tree-sum benchmark (as in Spice and chili).
+pub struct Node {
+    val: u64,
+    left: Option<Box<Node>>,
+    right: Option<Box<Node>>,
+}
+
+impl Node {
+    /// A perfect tree of `layers` layers (2^layers - 1 nodes), values 1 to n.
+    fn tree(layers: u32) -> Node {
+        fn build(layers: u32, next: &mut u64) -> Option<Box<Node>> {
+            if layers == 0 {
+                return None;
+            }
+            let left = build(layers - 1, next);
+            *next += 1;
+            let val = *next;
+            let right = build(layers - 1, next);
+            Some(Box::new(Node { val, left, right }))
+        }
+        *build(layers, &mut 0).expect("layers > 0")
+    }
+}
+
+mod seq {
+    use super::Node;
+
+    pub fn sum(node: &Node) -> u64 {
+        let l = node.left.as_deref().map_or(0, sum);
+        let r = node.right.as_deref().map_or(0, sum);
+        node.val + l + r
+    }
+
+    pub fn fib(n: u32) -> u64 {
+        if n < 2 {
+            return n as u64;
+        }
+        fib(n - 1) + fib(n - 2)
+    }
+
+    pub fn tiny_tasks(n: usize) -> usize {
+        let count = std::sync::atomic::AtomicUsize::new(0);
+        for _ in 0..n {
+            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        count.into_inner()
+    }
+
+    pub fn quick_sort(v: &mut [u32]) {
+        if v.len() <= 1000 {
+            v.sort_unstable();
+            return;
+        }
+        let mid = super::partition(v);
+        let (lo, hi) = v.split_at_mut(mid);
+        quick_sort(lo);
+        quick_sort(&mut hi[1..]);
+    }
+}
+
+/// The same algorithms on a rayon-core-shaped runtime (only `join`/`scope` differ).
+macro_rules! algorithms {
+    ($name:ident, $rt:ident) => {
+        mod $name {
+            use super::Node;
+
+            pub fn sum(node: &Node) -> u64 {
+                let (l, r) = $rt::join(
+                    || node.left.as_deref().map_or(0, sum),
+                    || node.right.as_deref().map_or(0, sum),
+                );
+                node.val + l + r
+            }
+
+            pub fn fib(n: u32) -> u64 {
+                if n < 2 {
+                    return n as u64;
+                }
+                let (a, b) = $rt::join(|| fib(n - 1), || fib(n - 2));
+                a + b
+            }
+
+            pub fn tiny_tasks(n: usize) -> usize {
+                let count = std::sync::atomic::AtomicUsize::new(0);
+                $rt::scope(|s| {
+                    for _ in 0..n {
+                        s.spawn(|_| {
+                            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        });
+                    }
+                });
+                count.into_inner()
+            }
+
+            pub fn quick_sort(v: &mut [u32]) {
+                if v.len() <= 1000 {
+                    v.sort_unstable();
+                    return;
+                }
+                let mid = super::partition(v);
+                let (lo, hi) = v.split_at_mut(mid);
+                $rt::join(|| quick_sort(lo), || quick_sort(&mut hi[1..]));
+            }
+        }
+    };
+}
+
+algorithms!(partita_algo, partita_runtime);
+algorithms!(rayon_algo, rayon_core);
+
+mod chili_algo {
+    use super::Node;
+    use chili::Scope;
+
+    pub fn sum(s: &mut Scope<'_>, node: &Node) -> u64 {
+        let (l, r) = s.join(
+            |s| node.left.as_deref().map_or(0, |n| sum(s, n)),
+            |s| node.right.as_deref().map_or(0, |n| sum(s, n)),
+        );
+        node.val + l + r
+    }
+
+    pub fn fib(s: &mut Scope<'_>, n: u32) -> u64 {
+        if n < 2 {
+            return n as u64;
+        }
+        let (a, b) = s.join(|s| fib(s, n - 1), |s| fib(s, n - 2));
+        a + b
+    }
+
+    pub fn quick_sort(s: &mut Scope<'_>, v: &mut [u32]) {
+        if v.len() <= 1000 {
+            v.sort_unstable();
+            return;
+        }
+        let mid = super::partition(v);
+        let (lo, hi) = v.split_at_mut(mid);
+        s.join(|s| quick_sort(s, lo), |s| quick_sort(s, &mut hi[1..]));
+    }
+}
+
+fn partition(v: &mut [u32]) -> usize {
+    let pivot = v.len() - 1;
+    let mut i = 0;
+    for j in 0..pivot {
+        if v[j] <= v[pivot] {
+            v.swap(i, j);
+            i += 1;
+        }
+    }
+    v.swap(i, pivot);
+    i
+}
+
+fn random_u32(n: usize) -> Vec<u32> {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u32
+        })
+        .collect()
+}
+
+/// The pools of one thread count.
+struct Pools {
+    threads: usize,
+    partita: partita_runtime::ThreadPool,
+    rayon: rayon_core::ThreadPool,
+    chili: chili::ThreadPool,
+}
+
+impl Pools {
+    fn new(threads: usize) -> Pools {
+        Pools {
+            threads,
+            partita: partita_runtime::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .process_control(partita_runtime::ProcessControl::Manual)
+                .build()
+                .expect("partita pool"),
+            rayon: rayon_core::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("rayon pool"),
+            chili: chili::ThreadPool::with_config(chili::Config {
+                thread_count: std::num::NonZero::new(threads),
+                ..Default::default()
+            }),
+        }
+    }
+}
+
+/// The runtimes compared, in table order.
+const RUNTIMES: [&str; 4] = ["sequential", "rayon-core", "chili", "partita"];
+
+/// One workload: runs it on runtime `rt` (an index into [`RUNTIMES`]) and returns its
+/// checksum, or `None` where the runtime has no such operation.
+type Workload<'a> = Box<dyn Fn(&Pools, usize) -> Option<u64> + 'a>;
+
+fn workloads<'a>(trees: &'a [(u32, Node)], data: &'a [u32]) -> Vec<(String, Workload<'a>)> {
+    let mut w: Vec<(String, Workload<'a>)> = Vec::new();
+    for (layers, tree) in trees {
+        // Small trees are summed repeatedly (one pool entry per sum, as in chili's bench),
+        // so that one timing is at least ~1 ms.
+        let reps = 1u64 << 23u32.saturating_sub(*layers).min(10);
+        w.push((
+            format!("tree-sum 2^{layers}-1 nodes ×{reps}"),
+            Box::new(move |p: &Pools, rt| {
+                let one = |_| match rt {
+                    0 => seq::sum(tree),
+                    1 => p.rayon.install(|| rayon_algo::sum(tree)),
+                    2 => chili_algo::sum(&mut p.chili.scope(), tree),
+                    _ => p.partita.install(|| partita_algo::sum(tree)),
+                };
+                Some((0..reps).map(one).fold(0, u64::wrapping_add))
+            }),
+        ));
+    }
+    w.push((
+        "fib(32), join per call".into(),
+        Box::new(|p: &Pools, rt| {
+            Some(match rt {
+                0 => seq::fib(32),
+                1 => p.rayon.install(|| rayon_algo::fib(32)),
+                2 => chili_algo::fib(&mut p.chili.scope(), 32),
+                _ => p.partita.install(|| partita_algo::fib(32)),
+            })
+        }),
+    ));
+    w.push((
+        "scope, 10^5 tiny spawns".into(),
+        Box::new(|p: &Pools, rt| {
+            let n = 100_000;
+            Some(match rt {
+                0 => seq::tiny_tasks(n),
+                1 => p.rayon.install(|| rayon_algo::tiny_tasks(n)),
+                2 => return None,
+                _ => p.partita.install(|| partita_algo::tiny_tasks(n)),
+            } as u64)
+        }),
+    ));
+    w.push((
+        "quicksort 10^6 u32".into(),
+        Box::new(move |p: &Pools, rt| {
+            let mut v = data.to_vec();
+            match rt {
+                0 => seq::quick_sort(&mut v),
+                1 => p.rayon.install(|| rayon_algo::quick_sort(&mut v)),
+                2 => chili_algo::quick_sort(&mut p.chili.scope(), &mut v),
+                _ => p.partita.install(|| partita_algo::quick_sort(&mut v)),
+            }
+            Some(v[v.len() / 2] as u64)
+        }),
+    ));
+    w
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Times one run of `w` on `rt` (None: not supported). The sort's copy is inside the timing
+/// for every runtime alike.
+fn time_once(w: &Workload<'_>, p: &Pools, rt: usize) -> Option<f64> {
+    let t = Instant::now();
+    let sum = w(p, rt)?;
+    black_box(sum);
+    Some(t.elapsed().as_secs_f64())
+}
+
+/// The paired table: per workload and thread count, `rounds` rounds of every runtime.
+fn paired(rounds: usize, pools: &[Pools], workloads: &[(String, Workload<'_>)]) {
+    println!("paired runs: {rounds} rounds, median ms (median per-round ratio to sequential)");
+    for p in pools {
+        println!("\n{} thread(s)", p.threads);
+        println!("| workload | {} |", RUNTIMES.join(" | "));
+        println!("|---|{}", "---|".repeat(RUNTIMES.len()));
+        for (name, w) in workloads {
+            let checks: Vec<Option<u64>> = (0..RUNTIMES.len()).map(|rt| w(p, rt)).collect();
+            assert!(
+                checks.iter().flatten().all(|c| Some(*c) == checks[0]),
+                "{name}: runtimes disagree: {checks:?}"
+            );
+            let mut times = vec![Vec::new(); RUNTIMES.len()];
+            for r in 0..rounds {
+                for k in 0..RUNTIMES.len() {
+                    let rt = (r + k) % RUNTIMES.len();
+                    if let Some(t) = time_once(w, p, rt) {
+                        times[rt].push(t);
+                    }
+                }
+            }
+            let cells: Vec<String> = (0..RUNTIMES.len())
+                .map(|rt| {
+                    if times[rt].is_empty() {
+                        return "n/a".into();
+                    }
+                    let mut ratios: Vec<f64> = times[rt]
+                        .iter()
+                        .zip(&times[0])
+                        .map(|(a, s)| a / s)
+                        .collect();
+                    let ms = median(&mut times[rt].clone()) * 1e3;
+                    format!("{ms:.3} ({:.2}×)", median(&mut ratios))
+                })
+                .collect();
+            println!("| {name} | {} |", cells.join(" | "));
+        }
+    }
+}
+
+fn benches(c: &mut Criterion) {
+    let quick = std::env::var_os("HB_QUICK").is_some();
+    let rounds = std::env::var("HB_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(if quick { 3 } else { 7 });
+    let trees: Vec<(u32, Node)> = [10, 16, 23].iter().map(|&l| (l, Node::tree(l))).collect();
+    let data = random_u32(1_000_000);
+    let workloads = workloads(&trees, &data);
+    let pools: Vec<Pools> = [1, 2].into_iter().map(Pools::new).collect();
+    paired(rounds, &pools, &workloads);
+    if quick {
+        return;
+    }
+    for p in &pools {
+        for (name, w) in &workloads {
+            let mut g = c.benchmark_group(format!("{name} [{} threads]", p.threads));
+            g.sample_size(10)
+                .warm_up_time(Duration::from_millis(300))
+                .measurement_time(Duration::from_secs(1));
+            for (rt, rt_name) in RUNTIMES.iter().enumerate() {
+                if w(p, rt).is_none() {
+                    continue;
+                }
+                g.bench_function(*rt_name, |b| {
+                    b.iter_batched(|| (), |()| black_box(w(p, rt)), BatchSize::PerIteration)
+                });
+            }
+            g.finish();
+        }
+    }
+}
+
+criterion_group!(heartbeat, benches);
+
+fn main() {
+    heartbeat();
+    Criterion::default().configure_from_args().final_summary();
+}
