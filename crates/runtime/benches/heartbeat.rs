@@ -193,6 +193,8 @@ fn random_u32(n: usize) -> Vec<u32> {
 struct Pools {
     threads: usize,
     partita: partita_runtime::ThreadPool,
+    /// Partita with every join half stealable at once (the join path before issue 29).
+    eager: partita_runtime::ThreadPool,
     rayon: rayon_core::ThreadPool,
     chili: chili::ThreadPool,
 }
@@ -204,6 +206,12 @@ impl Pools {
             partita: partita_runtime::ThreadPoolBuilder::new()
                 .num_threads(threads)
                 .process_control(partita_runtime::ProcessControl::Manual)
+                .build()
+                .expect("partita pool"),
+            eager: partita_runtime::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .process_control(partita_runtime::ProcessControl::Manual)
+                .heartbeat_interval(None)
                 .build()
                 .expect("partita pool"),
             rayon: rayon_core::ThreadPoolBuilder::new()
@@ -219,7 +227,13 @@ impl Pools {
 }
 
 /// The runtimes compared, in table order.
-const RUNTIMES: [&str; 4] = ["sequential", "rayon-core", "chili", "partita"];
+const RUNTIMES: [&str; 5] = [
+    "sequential",
+    "rayon-core",
+    "chili",
+    "partita, no heartbeat",
+    "partita",
+];
 
 /// One workload: runs it on runtime `rt` (an index into [`RUNTIMES`]) and returns its
 /// checksum, or `None` where the runtime has no such operation.
@@ -228,19 +242,23 @@ type Workload<'a> = Box<dyn Fn(&Pools, usize) -> Option<u64> + 'a>;
 fn workloads<'a>(trees: &'a [(u32, Node)], data: &'a [u32]) -> Vec<(String, Workload<'a>)> {
     let mut w: Vec<(String, Workload<'a>)> = Vec::new();
     for (layers, tree) in trees {
-        // Small trees are summed repeatedly (one pool entry per sum, as in chili's bench),
-        // so that one timing is at least ~1 ms.
+        // Small trees are summed repeatedly inside one pool entry (the join is measured,
+        // not entering the pool), so that one timing is at least ~1 ms.
         let reps = 1u64 << 23u32.saturating_sub(*layers).min(10);
         w.push((
             format!("tree-sum 2^{layers}-1 nodes ×{reps}"),
             Box::new(move |p: &Pools, rt| {
-                let one = |_| match rt {
-                    0 => seq::sum(tree),
-                    1 => p.rayon.install(|| rayon_algo::sum(tree)),
-                    2 => chili_algo::sum(&mut p.chili.scope(), tree),
-                    _ => p.partita.install(|| partita_algo::sum(tree)),
-                };
-                Some((0..reps).map(one).fold(0, u64::wrapping_add))
+                let sum = |one: &dyn Fn() -> u64| (0..reps).fold(0, |a, _| a ^ one());
+                Some(match rt {
+                    0 => sum(&|| seq::sum(tree)),
+                    1 => p.rayon.install(|| sum(&|| rayon_algo::sum(tree))),
+                    2 => {
+                        let mut s = p.chili.scope();
+                        (0..reps).fold(0, |a, _| a ^ chili_algo::sum(&mut s, tree))
+                    }
+                    3 => p.eager.install(|| sum(&|| partita_algo::sum(tree))),
+                    _ => p.partita.install(|| sum(&|| partita_algo::sum(tree))),
+                })
             }),
         ));
     }
@@ -251,6 +269,7 @@ fn workloads<'a>(trees: &'a [(u32, Node)], data: &'a [u32]) -> Vec<(String, Work
                 0 => seq::fib(32),
                 1 => p.rayon.install(|| rayon_algo::fib(32)),
                 2 => chili_algo::fib(&mut p.chili.scope(), 32),
+                3 => p.eager.install(|| partita_algo::fib(32)),
                 _ => p.partita.install(|| partita_algo::fib(32)),
             })
         }),
@@ -263,6 +282,7 @@ fn workloads<'a>(trees: &'a [(u32, Node)], data: &'a [u32]) -> Vec<(String, Work
                 0 => seq::tiny_tasks(n),
                 1 => p.rayon.install(|| rayon_algo::tiny_tasks(n)),
                 2 => return None,
+                3 => p.eager.install(|| partita_algo::tiny_tasks(n)),
                 _ => p.partita.install(|| partita_algo::tiny_tasks(n)),
             } as u64)
         }),
@@ -275,6 +295,7 @@ fn workloads<'a>(trees: &'a [(u32, Node)], data: &'a [u32]) -> Vec<(String, Work
                 0 => seq::quick_sort(&mut v),
                 1 => p.rayon.install(|| rayon_algo::quick_sort(&mut v)),
                 2 => chili_algo::quick_sort(&mut p.chili.scope(), &mut v),
+                3 => p.eager.install(|| partita_algo::quick_sort(&mut v)),
                 _ => p.partita.install(|| partita_algo::quick_sort(&mut v)),
             }
             Some(v[v.len() / 2] as u64)
