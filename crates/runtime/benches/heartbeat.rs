@@ -5,7 +5,8 @@
 //! round runs each runtime once, in an order that rotates between rounds; the table gives
 //! each runtime's median and the median of its per-round ratios — the robust number on a
 //! machine shared with other work), then runs criterion's groups. `HB_QUICK=1` prints only
-//! the table (3 rounds unless `HB_ROUNDS` says otherwise; default 7). Workloads:
+//! the table (3 rounds unless `HB_ROUNDS` says otherwise; default 7); `HB_ONLY=<text>` keeps
+//! the workloads whose name contains the text, `HB_THREADS=2` one thread count. Workloads:
 //!
 //! - tree-sum: the Spice/chili benchmark, a `join` at every node of a binary tree of
 //!   2^10-1, 2^16-1 and 2^23-1 nodes;
@@ -248,16 +249,23 @@ fn workloads<'a>(trees: &'a [(u32, Node)], data: &'a [u32]) -> Vec<(String, Work
         w.push((
             format!("tree-sum 2^{layers}-1 nodes ×{reps}"),
             Box::new(move |p: &Pools, rt| {
-                let sum = |one: &dyn Fn() -> u64| (0..reps).fold(0, |a, _| a ^ one());
+                // `black_box` per repetition: the sums must not be hoisted out of the loop.
+                let sum = |one: &dyn Fn() -> u64| (0..reps).fold(0, |a, _| a ^ black_box(one()));
                 Some(match rt {
-                    0 => sum(&|| seq::sum(tree)),
-                    1 => p.rayon.install(|| sum(&|| rayon_algo::sum(tree))),
+                    0 => sum(&|| seq::sum(black_box(tree))),
+                    1 => p
+                        .rayon
+                        .install(|| sum(&|| rayon_algo::sum(black_box(tree)))),
                     2 => {
                         let mut s = p.chili.scope();
-                        (0..reps).fold(0, |a, _| a ^ chili_algo::sum(&mut s, tree))
+                        (0..reps).fold(0, |a, _| a ^ chili_algo::sum(&mut s, black_box(tree)))
                     }
-                    3 => p.eager.install(|| sum(&|| partita_algo::sum(tree))),
-                    _ => p.partita.install(|| sum(&|| partita_algo::sum(tree))),
+                    3 => p
+                        .eager
+                        .install(|| sum(&|| partita_algo::sum(black_box(tree)))),
+                    _ => p
+                        .partita
+                        .install(|| sum(&|| partita_algo::sum(black_box(tree)))),
                 })
             }),
         ));
@@ -372,8 +380,15 @@ fn benches(c: &mut Criterion) {
         .unwrap_or(if quick { 3 } else { 7 });
     let trees: Vec<(u32, Node)> = [10, 16, 23].iter().map(|&l| (l, Node::tree(l))).collect();
     let data = random_u32(1_000_000);
-    let workloads = workloads(&trees, &data);
-    let pools: Vec<Pools> = [1, 2].into_iter().map(Pools::new).collect();
+    let mut workloads = workloads(&trees, &data);
+    if let Ok(only) = std::env::var("HB_ONLY") {
+        workloads.retain(|(name, _)| name.contains(&only));
+    }
+    let threads: Vec<usize> = match std::env::var("HB_THREADS") {
+        Ok(t) => vec![t.parse().expect("HB_THREADS: a number of threads")],
+        Err(_) => vec![1, 2],
+    };
+    let pools: Vec<Pools> = threads.into_iter().map(Pools::new).collect();
     paired(rounds, &pools, &workloads);
     if quick {
         return;

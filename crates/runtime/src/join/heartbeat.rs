@@ -160,13 +160,16 @@ impl Heartbeat {
         }
     }
 
-    /// Read the clock at the next join: this worker just took a job from elsewhere (it may
-    /// be coarse work at the top of a tree, whose halves should be offered soon).
+    /// This worker starts a job taken from elsewhere (stolen, injected, popped): its first
+    /// join offers its second half at once, as rayon-core's would be (the top of a tree is
+    /// where coarse halves are, and a first half that blocks outside the pool on its second
+    /// half — a producer and a consumer on a bounded channel — then still has it stolen).
     #[inline]
     pub(crate) fn rearm(&self) {
         if self.interval_ns != 0 {
             self.stride.set(1);
             self.countdown.set(1);
+            self.next_beat.set(0);
         }
     }
 
