@@ -5,8 +5,8 @@
 //! round runs each runtime once, in an order that rotates between rounds; the table gives
 //! each runtime's median and the median of its per-round ratios — the robust number on a
 //! machine shared with other work), then runs criterion's groups. `HB_QUICK=1` prints only
-//! the table (3 rounds unless `HB_ROUNDS` says otherwise; default 7); `HB_ONLY=<text>` keeps
-//! the workloads whose name contains the text, `HB_THREADS=2` one thread count. Workloads:
+//! the table (3 rounds unless `HB_ROUNDS` says otherwise; default 7); `HB_ONLY=<a>|<b>` keeps
+//! the workloads whose name contains one of the texts, `HB_THREADS=2` one thread count. Workloads:
 //!
 //! - tree-sum: the Spice/chili benchmark, a `join` at every node of a binary tree of
 //!   2^10-1, 2^16-1 and 2^23-1 nodes;
@@ -372,6 +372,104 @@ fn paired(rounds: usize, pools: &[Pools], workloads: &[(String, Workload<'_>)]) 
     }
 }
 
+/// Revocation in the middle of a busy join tree (fib(34) on 2 workers), as in the runtime
+/// bench's `busy_shrink`, for partita with and without heartbeat, alternating run by run:
+/// time from `set_target_workers(1)` until the pool counts one active worker.
+fn busy_shrink(runs: usize) {
+    let pool = |hb: bool| {
+        let b = partita_runtime::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .process_control(partita_runtime::ProcessControl::Manual);
+        let b = if hb { b } else { b.heartbeat_interval(None) };
+        std::sync::Arc::new(b.build().expect("partita pool"))
+    };
+    let pools = [pool(false), pool(true)];
+    let mut shrink = [Vec::new(), Vec::new()];
+    for r in 0..runs * 2 {
+        let k = r % 2;
+        let p = &pools[k];
+        let started = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let run = {
+            let (p, started) = (p.clone(), started.clone());
+            std::thread::spawn(move || {
+                p.install(|| {
+                    started.store(true, std::sync::atomic::Ordering::SeqCst);
+                    black_box(partita_algo::fib(34))
+                })
+            })
+        };
+        while !started.load(std::sync::atomic::Ordering::SeqCst) {
+            std::hint::spin_loop();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        let t0 = Instant::now();
+        p.set_target_workers(1);
+        // Poll with sleeps: a spinning observer would take a CPU from the two workers.
+        while p.active_workers() != 1 {
+            std::thread::sleep(Duration::from_micros(20));
+        }
+        shrink[k].push(t0.elapsed().as_secs_f64() * 1e6);
+        p.set_target_workers(2);
+        run.join().expect("fib ran");
+    }
+    println!("\nshrink 2→1 in a busy join tree (fib(34)), {runs} runs each, alternating, µs:");
+    for (name, v) in ["no heartbeat", "heartbeat"].iter().zip(&mut shrink) {
+        v.sort_by(f64::total_cmp);
+        let q = |f: f64| v[((v.len() - 1) as f64 * f).round() as usize];
+        println!(
+            "  {name:>12}: p50 {:.0}  p90 {:.0}  max {:.0}",
+            q(0.5),
+            q(0.9),
+            q(1.0)
+        );
+    }
+}
+
+/// CPU time (user + system) of this process.
+fn process_cpu() -> Duration {
+    // SAFETY: getrusage only writes into the zeroed struct we pass.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// CPU share (of one CPU) this process uses over 10 s while `pool` (already used) is idle.
+fn idle_share<P>(pool: P) -> f64 {
+    std::thread::sleep(Duration::from_millis(100)); // the workers finish searching
+    let (c0, t0) = (process_cpu(), Instant::now());
+    std::thread::sleep(Duration::from_secs(10));
+    let (c1, t1) = (process_cpu(), Instant::now());
+    drop(pool);
+    (c1 - c0).as_secs_f64() / (t1 - t0).as_secs_f64()
+}
+
+/// Idle cost: a 2-worker partita pool with heartbeat (nothing runs while idle: the heartbeat
+/// is a clock read at `join`), then a 2-thread chili pool (a heartbeat thread), each alone.
+fn idle_cpu() {
+    let p = partita_runtime::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .process_control(partita_runtime::ProcessControl::Manual)
+        .build()
+        .expect("partita pool");
+    black_box(p.install(|| partita_algo::fib(25)));
+    let partita = idle_share(p);
+    let c = chili::ThreadPool::with_config(chili::Config {
+        thread_count: std::num::NonZero::new(2),
+        ..Default::default()
+    });
+    black_box(chili_algo::fib(&mut c.scope(), 25));
+    let chili = idle_share(c);
+    println!(
+        "\nidle pool, 2 threads, process CPU over 10 s (% of one CPU): partita {:.3} %, chili {:.3} %",
+        partita * 100.0,
+        chili * 100.0
+    );
+}
+
 fn benches(c: &mut Criterion) {
     let quick = std::env::var_os("HB_QUICK").is_some();
     let rounds = std::env::var("HB_ROUNDS")
@@ -382,7 +480,7 @@ fn benches(c: &mut Criterion) {
     let data = random_u32(1_000_000);
     let mut workloads = workloads(&trees, &data);
     if let Ok(only) = std::env::var("HB_ONLY") {
-        workloads.retain(|(name, _)| name.contains(&only));
+        workloads.retain(|(name, _)| only.split('|').any(|o| name.contains(o)));
     }
     let threads: Vec<usize> = match std::env::var("HB_THREADS") {
         Ok(t) => vec![t.parse().expect("HB_THREADS: a number of threads")],
@@ -390,11 +488,23 @@ fn benches(c: &mut Criterion) {
     };
     let pools: Vec<Pools> = threads.into_iter().map(Pools::new).collect();
     paired(rounds, &pools, &workloads);
-    if quick {
-        return;
+    let extras = std::env::var_os("HB_ONLY").is_none();
+    if extras {
+        busy_shrink(if quick { 20 } else { 50 });
     }
-    for p in &pools {
-        for (name, w) in &workloads {
+    if !quick {
+        criterion_groups(c, &pools, &workloads);
+    }
+    drop(pools);
+    if extras {
+        idle_cpu();
+    }
+}
+
+/// The same workloads as criterion groups (sequential samples: noisier than the table).
+fn criterion_groups(c: &mut Criterion, pools: &[Pools], workloads: &[(String, Workload<'_>)]) {
+    for p in pools {
+        for (name, w) in workloads {
             let mut g = c.benchmark_group(format!("{name} [{} threads]", p.threads));
             g.sample_size(10)
                 .warm_up_time(Duration::from_millis(300))
