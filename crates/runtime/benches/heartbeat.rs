@@ -333,11 +333,17 @@ fn time_once(w: &Workload<'_>, p: &Pools, rt: usize) -> Option<f64> {
 
 /// The paired table: per workload and thread count, `rounds` rounds of every runtime.
 fn paired(rounds: usize, pools: &[Pools], workloads: &[(String, Workload<'_>)]) {
-    println!("paired runs: {rounds} rounds, median ms (median per-round ratio to sequential)");
+    println!(
+        "paired runs: {rounds} rounds, median ms (median per-round ratio to sequential); \
+         last columns: median per-round ratio of partita to rayon-core and to chili"
+    );
     for p in pools {
         println!("\n{} thread(s)", p.threads);
-        println!("| workload | {} |", RUNTIMES.join(" | "));
-        println!("|---|{}", "---|".repeat(RUNTIMES.len()));
+        println!(
+            "| workload | {} | partita / rayon-core | partita / chili |",
+            RUNTIMES.join(" | ")
+        );
+        println!("|---|{}", "---|".repeat(RUNTIMES.len() + 2));
         for (name, w) in workloads {
             let checks: Vec<Option<u64>> = (0..RUNTIMES.len()).map(|rt| w(p, rt)).collect();
             assert!(
@@ -367,7 +373,26 @@ fn paired(rounds: usize, pools: &[Pools], workloads: &[(String, Workload<'_>)]) 
                     format!("{ms:.3} ({:.2}×)", median(&mut ratios))
                 })
                 .collect();
-            println!("| {name} | {} |", cells.join(" | "));
+            // Partita (last column) against rayon-core and chili, round by round.
+            let last = RUNTIMES.len() - 1;
+            let against = |other: usize| {
+                let mut r: Vec<f64> = times[last]
+                    .iter()
+                    .zip(&times[other])
+                    .map(|(a, b)| a / b)
+                    .collect();
+                if r.is_empty() {
+                    "n/a".to_owned()
+                } else {
+                    format!("{:.2}", median(&mut r))
+                }
+            };
+            println!(
+                "| {name} | {} | {} | {} |",
+                cells.join(" | "),
+                against(1),
+                against(2)
+            );
         }
     }
 }
