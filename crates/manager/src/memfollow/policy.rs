@@ -271,7 +271,7 @@ pub fn decide(p: &Params, f: &Facts<'_>) -> (Decision, Bucket) {
 /// ```
 /// use partita_manager::memfollow::policy::{moves_within, Placement};
 /// let h: Vec<Placement> = (0..5).map(|i| Placement { at_ns: i * 10, cpu_nodes: vec![(i % 2) as u32] }).collect();
-/// assert_eq!(moves_within(&h, std::time::Duration::from_nanos(25), 40), 2);
+/// assert_eq!(moves_within(&h, std::time::Duration::from_nanos(25), 40), 3); // at 20, 30, 40
 /// ```
 pub fn moves_within(history: &[Placement], window: Duration, now_ns: u64) -> usize {
     let from = now_ns.saturating_sub(u64::try_from(window.as_nanos()).unwrap_or(u64::MAX));
