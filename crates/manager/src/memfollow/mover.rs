@@ -34,6 +34,9 @@ pub struct View {
 
 /// Most placements remembered per application.
 const HISTORY: usize = 32;
+/// The most one slice submits: the mover's state (and the status) is updated between slices,
+/// and a stop request waits for one slice at most.
+pub const SLICE_BYTES: u64 = 64 << 20;
 
 #[derive(Debug)]
 struct App {
@@ -134,6 +137,11 @@ impl<K: Kernel> Mover<K> {
                 at_ns: now_ns,
                 cpu_nodes: v.cpu_nodes.clone(),
             };
+            // No CPU set: an application between two allocations (its target 0 for a moment)
+            // or never confined; its memory stays where it belongs until it has CPUs again.
+            if new.cpu_nodes.is_empty() && !app.history.is_empty() {
+                continue;
+            }
             match app.history.last_mut() {
                 Some(last) if last.nodes() == new.nodes() => last.cpu_nodes = new.cpu_nodes,
                 _ => {
@@ -205,8 +213,9 @@ impl<K: Kernel> Mover<K> {
                 }
                 Decision::Count => count(&self.kernel, &self.stats, app, at, self.online_nodes),
                 Decision::Move { node, bytes } => {
-                    let r = move_slice(&self.kernel, &self.stats, app, bytes, self.page);
                     app.report.state = format!("moving to node {node}");
+                    self.stats.set_app(id, app.report.clone());
+                    let r = move_slice(&self.kernel, &self.stats, app, bytes, self.page);
                     app.next_ns = now_ns;
                     r.map(|()| false)
                 }
@@ -282,17 +291,24 @@ fn move_slice(
         return Ok(());
     };
     let mut calls = 0;
-    let r = pages::slice(
-        k,
-        app.proc.pid() as u32,
-        work,
-        bytes / page as u64,
-        page,
-        &mut calls,
-    );
+    let t = std::time::Instant::now();
+    let budget_pages = bytes.min(SLICE_BYTES) / page as u64;
+    let pid = app.proc.pid();
+    let r = pages::slice(k, pid as u32, work, budget_pages, page, &mut calls);
     stats.calls.fetch_add(calls, Ordering::Relaxed);
     let s = r?;
-    app.bucket.bytes += (bytes - (s.stray * page as u64).min(bytes)) as f64;
+    tracing::debug!(
+        pid,
+        stray = s.stray,
+        moved = s.moved,
+        failed = s.failed,
+        calls = s.calls,
+        ms = t.elapsed().as_millis() as u64,
+        "numa-migrate: slice"
+    );
+    // The budget is charged for what was submitted: the unused part goes back, an overshoot
+    // (the last query chunk) is owed.
+    app.bucket.bytes += bytes as f64 - (s.stray * page as u64) as f64;
     *left = left.saturating_sub(s.stray);
     let moved = s.moved * page as u64;
     app.report.moved_bytes += moved;
@@ -325,6 +341,17 @@ fn alive(app: &App) -> Result<(), NumaError> {
     }
 }
 
+/// Whether the process has exited, or does within `ms` milliseconds (pidfd poll).
+fn exited_within(proc: &ProcRef, ms: u16) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let mut fds = [PollFd::new(proc.pidfd().as_fd(), PollFlags::POLLIN)];
+    match poll(&mut fds, PollTimeout::from(ms)) {
+        Ok(ready) => ready > 0,
+        Err(_) => !proc.alive(),
+    }
+}
+
 /// A failed call: gone or not permitted stops the application for good, anything else ends
 /// this placement's migration. Logged once per application.
 fn failed(stats: &Stats, app: &mut App, at: u64, e: &NumaError) {
@@ -333,9 +360,11 @@ fn failed(stats: &Stats, app: &mut App, at: u64, e: &NumaError) {
         NumaError::Os { source, .. } => source.raw_os_error(),
         _ => None,
     };
+    // An exiting process has no memory map left before its pidfd says it exited:
+    // move_pages answers EINVAL then; give it a moment to finish exiting.
     let gone = errno == Some(libc::ESRCH)
         || errno == Some(libc::ENOENT) && e.call().contains("/proc")
-        || !app.proc.alive();
+        || exited_within(&app.proc, if errno == Some(libc::EINVAL) { 100 } else { 0 });
     let pid = app.proc.pid();
     let state = if gone {
         "exited".to_string()
