@@ -97,6 +97,7 @@ fn pages(a: &AppStatus) -> (u64, u64) {
 
 /// The scenarios: P follows, Q (opted out) stays.
 pub(super) fn scenarios(c: &mut Checks) {
+    let took = Instant::now();
     let rates = bench();
     // The mover's log (one line per slice at debug) on the console: PARTITA_VM_LOG overrides.
     let filter = std::env::var("PARTITA_VM_LOG")
@@ -136,6 +137,11 @@ pub(super) fn scenarios(c: &mut Checks) {
     if let Err(e) = m.shutdown() {
         c.check("process_shutdown", Err(e.to_string()));
     }
+    // What these scenarios add to the VM suite.
+    println!(
+        "PARTITA-NUMA INFO process_took {} ms",
+        took.elapsed().as_millis()
+    );
 }
 
 /// ≥ 95% on node 1, within twice the time the kernel alone takes to move that much memory
