@@ -252,29 +252,32 @@ fn moved_to_node1(
             a.pages_per_node
         ));
     }
-    p.ask("idle");
-    wait_app(m, p.pid(), "a zero quantum", |x| x.target == 0)?;
-    let mut b = App::start("B", sock).map_err(|e| e.to_string())?;
-    b.ask("busy");
-    wait_cpus(m, b.pid(), &[0])?;
-    p.ask("busy");
-    wait_cpus(m, p.pid(), &[1])?;
+    let (p, b) = onto_node1(m, sock, p)?;
     let t0 = Instant::now();
     let mut last_said = 0;
+    if env.is_empty() {
+        kernel_state("before");
+    }
     loop {
+        let asked = Instant::now();
         let s = m.status();
+        let status_ms = asked.elapsed().as_millis();
         let a = s.app_by_pid(p.pid()).ok_or("P left")?.clone();
         let (on1, all) = pages(&a);
         let ms = t0.elapsed().as_millis();
         if ms / 250 != last_said / 250 {
             last_said = ms;
             println!(
-                "PARTITA-NUMA INFO process_progress {name} after {ms} ms: {on1} of {all} on node 1, mover: {:?}",
+                "PARTITA-NUMA INFO process_progress {name} after {ms} ms: {on1} of {all} on node 1 \
+                 (status took {status_ms} ms), mover: {:?}",
                 a.memory_migration
             );
         }
         let limit = if env.is_empty() { LIMIT } else { TARGET * 2 };
         if (all > 0 && on1 * 100 >= all * 95) || t0.elapsed() > limit {
+            if env.is_empty() {
+                kernel_state("after");
+            }
             return Ok(Moved {
                 placed: on0,
                 ms,
@@ -286,6 +289,37 @@ fn moved_to_node1(
         // 256 MiB; tens of ms under TCG), on the CPUs the mover and the programs need.
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The issue-14 dance: P idles (zero quantum, its CPU kept), a new B busy takes CPU 0, P busy
+/// gets CPU 1. B's demand dips between its tasks, and then the placement may hand CPU 0
+/// (which P used before) back to P: up to three tries, each with a new B (no history).
+fn onto_node1(
+    m: &partita_manager::ManagerHandle,
+    sock: &std::path::Path,
+    mut p: App,
+) -> Result<(App, App), String> {
+    let mut last = String::new();
+    for attempt in 1..=3 {
+        p.ask("idle");
+        wait_app(m, p.pid(), "a zero quantum", |x| x.target == 0)?;
+        let mut b = App::start("B", sock).map_err(|e| e.to_string())?;
+        b.ask("busy");
+        wait_cpus(m, b.pid(), &[0])?;
+        p.ask("busy");
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(8) {
+            let s = m.status();
+            match s.app_by_pid(p.pid()) {
+                Some(a) if a.target > 0 && a.cpus == [1] => return Ok((p, b)),
+                Some(a) => last = format!("attempt {attempt}: P on {:?}", a.cpus),
+                None => return Err("P left".into()),
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        println!("PARTITA-NUMA INFO process_dance {last}, again");
+    }
+    Err(format!("P never got CPU 1: {last}"))
 }
 
 /// Throughput of `move_pages` on 32 MiB of this process's own heap (one call), idle and
@@ -338,4 +372,37 @@ pub(super) fn bench() -> (f64, f64) {
         rates.push(32.0 * on1 as f64 / addrs.len().max(1) as f64 / (ms.max(1) as f64 / 1000.0));
     }
     (rates[0], rates[1])
+}
+
+/// The kernel's view around P's migration: free blocks per node and order (a huge page needs
+/// an order-9 block on the destination, else compaction), THP migration and compaction counts.
+fn kernel_state(when: &str) {
+    let buddy = std::fs::read_to_string("/proc/buddyinfo").unwrap_or_default();
+    for l in buddy.lines() {
+        println!(
+            "PARTITA-NUMA INFO process_kernel {when} buddyinfo {}",
+            l.split_whitespace().collect::<Vec<_>>().join(" ")
+        );
+    }
+    let vmstat = std::fs::read_to_string("/proc/vmstat").unwrap_or_default();
+    let keep: Vec<&str> = vmstat
+        .lines()
+        .filter(|l| {
+            [
+                "thp_migration",
+                "pgmigrate",
+                "compact_stall",
+                "compact_fail",
+                "compact_success",
+                "thp_split_page",
+                "numa_pages_migrated",
+            ]
+            .iter()
+            .any(|k| l.starts_with(k))
+        })
+        .collect();
+    println!(
+        "PARTITA-NUMA INFO process_kernel {when} vmstat {}",
+        keep.join(", ")
+    );
 }
