@@ -145,7 +145,7 @@ pub(super) fn scenarios(c: &mut Checks) {
 }
 
 /// ≥ 95% on node 1, within twice the time the kernel alone takes to move that much memory
-/// in this guest beside two busy CPUs (`rates`: MiB/s idle and busy, from [`bench`]) plus
+/// in this guest beside two busy CPUs (`rates`: MiB/s idle and busy, from [`bench()`]) plus
 /// the cost rule's wait and a margin; and whether the 2 s target was met.
 fn follow_verdict(
     placed: u64,
