@@ -533,4 +533,41 @@ mod tests {
             assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
         }
     }
+
+    #[test]
+    fn encodes_the_page_movers_counters_and_pages_per_node() {
+        let status = Status {
+            memory: crate::status::MemoryStatus {
+                running: true,
+                nodes: 2,
+                calls: 7,
+                moved_bytes: 4096 * 3,
+                migrations: 1,
+                deferred: 2,
+                errors: 1,
+            },
+            applications: vec![AppStatus {
+                id: 4,
+                pid: 77,
+                name: "p".into(),
+                partition: "default".into(),
+                pages_per_node: [(0, 10), (1, 500)].into_iter().collect(),
+                memory_moved_bytes: 4096 * 3,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let text = encode(&status, &Telemetry::default());
+        for line in [
+            "partita_numa_migration_calls_total 7",
+            "partita_numa_migrated_bytes_total 12288",
+            "partita_numa_migrations_total 1",
+            "partita_numa_migrations_deferred_total 2",
+            "partita_numa_migration_errors_total 1",
+            "partita_app_memory_moved_bytes_total{app=\"p\",id=\"4\",pid=\"77\",partition=\"default\"} 12288",
+            "partita_app_memory_pages{app=\"p\",id=\"4\",pid=\"77\",node=\"1\"} 500",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
+        }
+    }
 }

@@ -244,6 +244,12 @@ impl Status {
     /// let mut s = partita_manager::Status::default();
     /// s.applications.push(partita_manager::status::AppStatus { nodes: vec![0, 1], ..Default::default() });
     /// assert!(s.to_table().contains("NODES") && s.to_table().contains(" 0,1 "));
+    /// assert!(!s.to_table().contains("PAGES PER NODE")); // the mover is off, nothing read
+    /// s.memory.running = true;
+    /// s.applications[0].pages_per_node = [(0, 3), (1, 9)].into_iter().collect();
+    /// s.applications[0].memory_migration = "moving to node 1".into();
+    /// let t = s.to_table();
+    /// assert!(t.contains("PAGES PER NODE") && t.contains("0:3 1:9") && t.contains("moving to node 1"));
     /// ```
     pub fn to_table(&self) -> String {
         let mut s = String::new();
