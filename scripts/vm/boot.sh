@@ -3,7 +3,8 @@
 # nodes) and crates/manager/vm/cgroup2-run.sh (cgroup v2): tool checks, the kernel (Debian's
 # cloud kernel, fetched once into target/numa-vm/kernel by crates/numa/vm/fetch-kernel.sh),
 # a busybox initramfs, and the boot itself: TCG, never KVM (nested KVM hangs on CI hosts),
-# 2 CPUs, 512 MiB, the serial console to a log file that is printed afterwards.
+# 2 CPUs, 512 MiB (the variable vm_mem overrides it, e.g. 1G), the serial console to a log
+# file that is printed afterwards.
 #
 # vm_require takes the caller's tag (`numa-vm`, `cgroup2-vm`) for its messages; vm_boot the
 # marker its host-side parser looks for (`PARTITA-NUMA-VM`, `PARTITA-CG2`).
@@ -51,7 +52,7 @@ vm_boot() {
   rm -f "$log"
   set +e
   ${vm_prefix[@]+"${vm_prefix[@]}"} timeout --kill-after=5 "$timeout_s" qemu-system-x86_64 \
-    -machine pc,accel=tcg -cpu max -smp 2 -m 512M "$@" \
+    -machine pc,accel=tcg -cpu max -smp 2 -m "${vm_mem:-512M}" "$@" \
     -kernel "$kernel" -initrd "$initrd" \
     -append "console=ttyS0 rdinit=/init panic=-1 quiet loglevel=3${append:+ $append}" \
     -display none -monitor none -serial "file:$log" -no-reboot

@@ -28,6 +28,9 @@
 //! # capacity_gbps = 12.5      # overrides the state file written by `partita calibrate`
 //! # sources = ["perf-event", "resctrl", "self-report"]   # counter sources, tried in order
 //!
+//! [numa_migration]           # memory follows CPUs (crate::memfollow::config)
+//! enabled = true
+//!
 //! [[partition]]
 //! name = "batch"
 //! share = 1                   # or: cpus = 2 (fixed count)
@@ -358,6 +361,8 @@ pub struct Config {
     pub max_connections: usize,
     /// Most connections open at once from one uid.
     pub max_connections_per_uid: usize,
+    /// Page migration of registered applications (memory follows CPUs).
+    pub numa_migration: crate::memfollow::MigrationConfig,
 }
 
 impl Default for Config {
@@ -378,6 +383,7 @@ impl Default for Config {
             partitions: Vec::new(),
             max_connections: 4096 + 64,
             max_connections_per_uid: 1024,
+            numa_migration: Default::default(),
         }
     }
 }
@@ -535,6 +541,7 @@ impl Config {
         if !self.cpus.is_empty() && self.cpus.parse::<partita_protocol::CpuSet>().is_err() {
             return Err(bad("cpus", format!("{:?}", self.cpus), "not a CPU list"));
         }
+        self.numa_migration.validate()?;
         self.validate_partitions()
     }
 

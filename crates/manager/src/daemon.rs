@@ -54,6 +54,8 @@ pub(crate) struct Shared {
     conns: Arc<ConnLimits>,
     /// systemd's watchdog, pinged by every reallocation round ([`crate::service`]).
     watchdog: Option<crate::service::Watchdog>,
+    /// What the page mover did (memory follows CPUs, [`crate::memfollow`]).
+    pub(crate) memfollow: Arc<crate::memfollow::Stats>,
     /// The outside runnable threads the last sample saw, before its gate (system-wide; 0
     /// when the gate was closed): what a registration's fresh count is compared with.
     outside_seen: AtomicU32,
@@ -157,8 +159,21 @@ impl Shared {
 
     /// What `partita status` shows: the allocation in force (never one still being applied).
     pub(crate) fn status(&self) -> Status {
-        let _applied = self.enforcer();
-        self.lock().status(None)
+        let mut status = {
+            let _applied = self.enforcer();
+            self.lock().status(None)
+        };
+        self.annotate(&mut status);
+        status
+    }
+
+    /// Adds the page mover's part to a status (outside the locks: it reads `numa_maps`).
+    pub(crate) fn annotate(&self, status: &mut Status) {
+        let nodes = self
+            .memfollow
+            .nodes
+            .load(std::sync::atomic::Ordering::Relaxed);
+        crate::memfollow::annotate(status, &self.memfollow, nodes >= 2);
     }
 
     pub(crate) fn request_shutdown(&self) {
@@ -272,6 +287,7 @@ pub(crate) fn shared(config: Config, state_dir: Option<&Path>) -> Result<Arc<Sha
         shutdown: Notify::new(),
         conns,
         watchdog: crate::service::Watchdog::from_env(),
+        memfollow: Arc::default(),
         outside_seen: AtomicU32::new(0),
     }))
 }
@@ -300,6 +316,7 @@ pub(crate) async fn run(shared: Arc<Shared>, listening: Listening) -> Result<(),
         })?
     };
     shared.ring();
+    let mover = start_mover(&shared);
     let mut tasks = tokio::task::JoinSet::new();
     let mut background = spawn_background(&shared, sample, tick);
     if notify {
@@ -351,12 +368,45 @@ pub(crate) async fn run(shared: Arc<Shared>, listening: Listening) -> Result<(),
     while background.join_next().await.is_some() {}
     shared.doorbell.stop();
     let _ = tokio::task::spawn_blocking(move || reallocator.join()).await;
+    let _ = tokio::task::spawn_blocking(move || mover.map(|m| m.stop())).await;
     shared.lock().shutdown();
     shared.enforcer().restore_all();
     match failure {
         Some(why) => Err(Error::Thread(why)),
         None => Ok(()),
     }
+}
+
+/// The page mover's thread (memory follows CPUs), on machines with several NUMA nodes when
+/// `[numa_migration]` enables it; `None` otherwise (the reason is in the status).
+fn start_mover(shared: &Arc<Shared>) -> Option<crate::memfollow::MoverThread> {
+    let config = shared.lock().migration_config();
+    let nodes = partita_numa::online_nodes().len();
+    let stats = shared.memfollow.clone();
+    stats
+        .nodes
+        .store(nodes, std::sync::atomic::Ordering::Relaxed);
+    let s = shared.clone();
+    let views = move |seen| s.lock().memory_views(seen);
+    let (mover, off) = match crate::memfollow::MoverThread::start(
+        &config,
+        nodes,
+        stats.clone(),
+        views,
+    ) {
+        Ok(Some(m)) => (Some(m), String::new()),
+        Ok(None) if !config.enabled => (None, "numa_migration.enabled = false".into()),
+        Ok(None) => (None, "one NUMA node".into()),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot start the page mover thread; memory will not follow CPUs");
+            (None, format!("the mover thread could not start: {e}"))
+        }
+    };
+    stats
+        .running
+        .store(mover.is_some(), std::sync::atomic::Ordering::Relaxed);
+    *stats.off_reason.lock().unwrap_or_else(|p| p.into_inner()) = off;
+    mover
 }
 
 /// The supervised background tasks: the sampler, the periodic tick and, when a partition uses
@@ -513,6 +563,15 @@ async fn connection(shared: Arc<Shared>, mut stream: UnixStream, hello_timeout: 
                 let _applied = shared.enforcer();
                 shared.lock().status(Some(peer.uid))
             };
+            // The page mover's part reads numa_maps: on a blocking thread, not this task's.
+            let (s, plain) = (shared.clone(), status.clone());
+            let status = tokio::task::spawn_blocking(move || {
+                let mut status = status;
+                s.annotate(&mut status);
+                status
+            })
+            .await
+            .unwrap_or(plain);
             let json = serde_json::to_string(&status)
                 .unwrap_or_else(|e| format!("{{\"error\":\"cannot serialise status: {e}\"}}"));
             let frame = ManagerMessage::StatusReply { json }.encode();

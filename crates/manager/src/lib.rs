@@ -14,6 +14,7 @@
 //!   next manager when one dies without cleaning up;
 //! - [`status`]: what `partita status` shows;
 //! - [`harness`]: one connection of the daemon driven in-process (the fuzz target, tests);
+//! - [`memfollow`]: memory follows CPUs (page migration of registered applications);
 //! - [`metrics`], [`telemetry`]: `/metrics` for Prometheus (`serve --metrics ADDR`);
 //! - [`sys`]: the system calls and `/proc` readers, typed and safe (all the crate's `unsafe`);
 //! - [`spawn_in_process`] / [`serve`]: the daemon, on its own thread or in the foreground.
@@ -42,6 +43,7 @@ pub mod enforce;
 pub mod journal;
 pub use daemon::harness;
 mod limits;
+pub mod memfollow;
 pub mod metrics;
 pub mod proc_ref;
 mod quantum;

@@ -110,6 +110,15 @@ struct SourceLabels {
     source: String,
 }
 
+/// Labels of an application's per-node series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NodeLabels {
+    app: String,
+    id: u32,
+    pid: i32,
+    node: u32,
+}
+
 /// A family of gauges registered under `name`.
 fn gauges<L>(reg: &mut Registry, name: &str, help: &str) -> Family<L, Gauge>
 where
@@ -172,6 +181,7 @@ pub fn encode(status: &Status, telemetry: &Telemetry) -> String {
     );
     encode_partitions(&mut reg, status, telemetry);
     encode_apps(&mut reg, status, telemetry);
+    encode_memory(&mut reg, status);
     let mut text = String::new();
     // Writing into a String cannot fail.
     let _ = prometheus_client::encoding::prometheus_text::encode(&mut text, &reg);
@@ -279,6 +289,71 @@ fn encode_apps(reg: &mut Registry, status: &Status, telemetry: &Telemetry) {
     }
 }
 
+/// The page mover's counters (memory follows CPUs) and, per application, the bytes moved
+/// and its resident pages per node when the status has them.
+fn encode_memory(reg: &mut Registry, status: &Status) {
+    let m = &status.memory;
+    for (name, help, v) in [
+        (
+            "numa_migration_calls",
+            "System calls made on applications' memory (move_pages, numa_maps reads)",
+            m.calls,
+        ),
+        (
+            "numa_migrated_bytes",
+            "Bytes of applications' memory moved after their CPUs",
+            m.moved_bytes,
+        ),
+        (
+            "numa_migrations",
+            "Placements whose memory started to move",
+            m.migrations,
+        ),
+        (
+            "numa_migrations_deferred",
+            "Placements the cost rule made wait",
+            m.deferred,
+        ),
+        (
+            "numa_migration_errors",
+            "Failed calls of the page mover (EPERM, ENOMEM, ESRCH, ...)",
+            m.errors,
+        ),
+    ] {
+        let c = Counter::<u64>::default();
+        c.inc_by(v);
+        reg.register(name, help, c);
+    }
+    let moved = counters(
+        reg,
+        "app_memory_moved_bytes",
+        "Bytes of the application's memory moved after its CPUs",
+    );
+    let pages = gauges(
+        reg,
+        "app_memory_pages",
+        "Resident pages of the application per NUMA node",
+    );
+    for a in &status.applications {
+        let l = AppLabels {
+            app: a.name.clone(),
+            id: a.id,
+            pid: a.pid,
+            partition: a.partition.clone(),
+        };
+        moved.get_or_create(&l).inc_by(a.memory_moved_bytes);
+        for (node, p) in &a.pages_per_node {
+            let l = NodeLabels {
+                app: a.name.clone(),
+                id: a.id,
+                pid: a.pid,
+                node: *node,
+            };
+            pages.get_or_create(&l).set(*p as i64);
+        }
+    }
+}
+
 /// At most this many scrapes are served at once; more connections are closed at once.
 const MAX_CONNECTIONS: usize = 16;
 /// A connection that has not finished its request and response by then is closed.
@@ -347,9 +422,12 @@ async fn accept_loop(listener: tokio::net::TcpListener, shared: Arc<crate::daemo
             let _permit = permit;
             let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
                 let scrape = || {
-                    // Status and telemetry under one lock: one consistent instant.
+                    // Status and telemetry under one lock: one consistent instant. The page
+                    // mover's counters are atomics (no numa_maps reads per scrape).
                     let r = shared.lock();
-                    encode(&r.status(None), &r.telemetry)
+                    let mut status = r.status(None);
+                    crate::memfollow::annotate(&mut status, &shared.memfollow, false);
+                    encode(&status, &r.telemetry)
                 };
                 let resp = respond(req.method(), req.uri().path(), scrape);
                 std::future::ready(Ok::<_, std::convert::Infallible>(resp))
@@ -451,6 +529,43 @@ mod tests {
             "partita_registration_refusals_total{reason=\"permission_denied\"} 0",
             "partita_counter_source{partition=\"default\",source=\"none\"} 1",
             "partita_reallocation_duration_seconds_count 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
+        }
+    }
+
+    #[test]
+    fn encodes_the_page_movers_counters_and_pages_per_node() {
+        let status = Status {
+            memory: crate::status::MemoryStatus {
+                running: true,
+                nodes: 2,
+                calls: 7,
+                moved_bytes: 4096 * 3,
+                migrations: 1,
+                deferred: 2,
+                errors: 1,
+            },
+            applications: vec![AppStatus {
+                id: 4,
+                pid: 77,
+                name: "p".into(),
+                partition: "default".into(),
+                pages_per_node: [(0, 10), (1, 500)].into_iter().collect(),
+                memory_moved_bytes: 4096 * 3,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let text = encode(&status, &Telemetry::default());
+        for line in [
+            "partita_numa_migration_calls_total 7",
+            "partita_numa_migrated_bytes_total 12288",
+            "partita_numa_migrations_total 1",
+            "partita_numa_migrations_deferred_total 2",
+            "partita_numa_migration_errors_total 1",
+            "partita_app_memory_moved_bytes_total{app=\"p\",id=\"4\",pid=\"77\",partition=\"default\"} 12288",
+            "partita_app_memory_pages{app=\"p\",id=\"4\",pid=\"77\",node=\"1\"} 500",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
         }

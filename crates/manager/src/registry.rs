@@ -14,6 +14,7 @@ use partita_protocol::page::{monotonic_ns, PageMap};
 use partita_protocol::wire::ErrorCode;
 use partita_protocol::CpuSet;
 use std::collections::BTreeMap;
+mod memory;
 
 /// Who is on the other end of a connection (kernel credentials and a pidfd).
 #[derive(Debug, Clone)]
@@ -26,8 +27,7 @@ pub(crate) struct Peer {
     pub gid: u32,
 }
 use std::os::fd::OwnedFd;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{atomic::Ordering, Arc};
 use std::time::{Duration, Instant};
 
 /// A registered application.
@@ -705,6 +705,7 @@ impl Registry {
             partitions,
             applications,
             refusals: self.telemetry.refusal_counts(),
+            memory: Default::default(),
         }
     }
 
@@ -777,6 +778,7 @@ impl Registry {
             jobserver_tokens: a
                 .jobserver
                 .then(|| a.page.app.active.load(Ordering::Relaxed)),
+            ..Default::default()
         }
     }
 }

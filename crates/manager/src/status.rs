@@ -39,6 +39,33 @@ pub struct Status {
     /// Connections refused since start, per error code.
     #[serde(default)]
     pub refusals: std::collections::BTreeMap<String, u64>,
+    /// The page mover's counters (memory follows CPUs; [`crate::memfollow`]).
+    #[serde(default)]
+    pub memory: MemoryStatus,
+}
+
+/// The page mover's counters since start ([`crate::memfollow::Totals`]).
+///
+/// ```
+/// assert!(!partita_manager::status::MemoryStatus::default().running);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct MemoryStatus {
+    /// Whether the mover runs (enabled, and the machine has several NUMA nodes).
+    pub running: bool,
+    /// NUMA nodes online.
+    pub nodes: usize,
+    /// System calls made on applications' memory (`move_pages`, `numa_maps` reads).
+    pub calls: u64,
+    /// Bytes moved.
+    pub moved_bytes: u64,
+    /// Placements whose memory started to move.
+    pub migrations: u64,
+    /// Placements the cost rule made wait.
+    pub deferred: u64,
+    /// Failed calls.
+    pub errors: u64,
 }
 
 /// One partition.
@@ -150,6 +177,19 @@ pub struct AppStatus {
     /// jobs running at once, beyond the one each client runs without a token).
     #[serde(default)]
     pub jobserver_tokens: Option<u32>,
+    /// Its resident pages per NUMA node (`/proc/<pid>/numa_maps`, read when the status is
+    /// taken, on machines with several nodes; empty otherwise or when unreadable).
+    #[serde(default)]
+    pub pages_per_node: std::collections::BTreeMap<u32, u64>,
+    /// Node-set changes of its CPUs the page mover saw.
+    #[serde(default)]
+    pub memory_moves: u64,
+    /// Bytes of its memory the manager moved after its CPUs.
+    #[serde(default)]
+    pub memory_moved_bytes: u64,
+    /// What the page mover is doing for it, or why nothing (`off: PARTITA_NUMA=off`, …).
+    #[serde(default)]
+    pub memory_migration: String,
 }
 
 impl AppStatus {
@@ -204,6 +244,12 @@ impl Status {
     /// let mut s = partita_manager::Status::default();
     /// s.applications.push(partita_manager::status::AppStatus { nodes: vec![0, 1], ..Default::default() });
     /// assert!(s.to_table().contains("NODES") && s.to_table().contains(" 0,1 "));
+    /// assert!(!s.to_table().contains("PAGES PER NODE")); // the mover is off, nothing read
+    /// s.memory.running = true;
+    /// s.applications[0].pages_per_node = [(0, 3), (1, 9)].into_iter().collect();
+    /// s.applications[0].memory_migration = "moving to node 1".into();
+    /// let t = s.to_table();
+    /// assert!(t.contains("PAGES PER NODE") && t.contains("0:3 1:9") && t.contains("moving to node 1"));
     /// ```
     pub fn to_table(&self) -> String {
         let mut s = String::new();
@@ -311,6 +357,52 @@ impl Status {
             );
         }
         self.jobserver_table(s);
+        self.memory_table(s);
+    }
+
+    /// Where each application's pages are and what the page mover does (shown when the
+    /// mover runs or some application's pages were read).
+    fn memory_table(&self, s: &mut String) {
+        let m = &self.memory;
+        let any = self
+            .applications
+            .iter()
+            .any(|a| !a.pages_per_node.is_empty());
+        if !m.running && !any {
+            return;
+        }
+        let _ = writeln!(
+            s,
+            "\nmemory ({} nodes; mover {}: {} migrations, {} MiB moved, {} waited for the cost rule, {} errors)",
+            m.nodes,
+            if m.running { "on" } else { "off" },
+            m.migrations,
+            m.moved_bytes >> 20,
+            m.deferred,
+            m.errors
+        );
+        let _ = writeln!(
+            s,
+            "{:>7} {:<16} {:<28} {:>5} {:>9} MIGRATION",
+            "PID", "NAME", "PAGES PER NODE", "MOVES", "MOVED MiB"
+        );
+        for a in &self.applications {
+            let pages: Vec<String> = a
+                .pages_per_node
+                .iter()
+                .map(|(n, p)| format!("{n}:{p}"))
+                .collect();
+            let _ = writeln!(
+                s,
+                "{:>7} {:<16} {:<28} {:>5} {:>9} {}",
+                a.pid,
+                a.name,
+                pages.join(" "),
+                a.memory_moves,
+                a.memory_moved_bytes >> 20,
+                a.memory_migration
+            );
+        }
     }
 
     /// Builds under `partita run --jobserver`, with their tokens (shown only when there are

@@ -29,6 +29,7 @@ mod topology;
 pub mod calibrate;
 pub mod counters;
 pub mod driver;
+pub mod numa_maps;
 pub mod placement;
 pub mod policy;
 pub mod replicated;
@@ -44,8 +45,8 @@ pub use mempolicy::{
 };
 pub use nodeset::{MAX_NODES, NodeSet};
 pub use pages::{
-    DEFAULT_BATCH, MoveScope, PageStatus, locate, locate_pages, migrate, migrate_batched,
-    migrate_pages, move_pages_to,
+    DEFAULT_BATCH, MoveScope, PageStatus, locate, locate_pages, locate_pages_of, migrate,
+    migrate_batched, migrate_pages, move_pages_of, move_pages_to,
 };
 pub use placement::{NodeBox, NodeVec, Placement};
 pub use range::{PageRange, current_thread_stack, online_nodes, page_size};

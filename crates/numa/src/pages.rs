@@ -104,6 +104,7 @@ fn to_ptrs(call: &'static str, addrs: &[usize]) -> Result<Vec<*mut c_void>> {
 
 fn run(
     call: &'static str,
+    pid: c_int,
     ptrs: &[*mut c_void],
     target: Option<c_int>,
     flags: c_int,
@@ -121,7 +122,7 @@ fn run(
     for chunk in ptrs.chunks(batch) {
         let st = &mut status[..chunk.len()];
         let nd = nodes.as_ref().map(|v| &v[..chunk.len()]).unwrap_or(&[]);
-        if sys::move_pages(0, chunk, nd, st, flags) < 0 {
+        if sys::move_pages(pid, chunk, nd, st, flags) < 0 {
             return Err(NumaError::last_os(call));
         }
         out.extend(st.iter().map(|s| PageStatus::from_raw(*s)));
@@ -152,7 +153,7 @@ pub fn locate(range: PageRange) -> Result<Vec<PageStatus>> {
 pub fn locate_pages(addrs: &[usize]) -> Result<Vec<PageStatus>> {
     const CALL: &str = "move_pages";
     let ptrs = to_ptrs(CALL, addrs)?;
-    run(CALL, &ptrs, None, 0, DEFAULT_BATCH)
+    run(CALL, 0, &ptrs, None, 0, DEFAULT_BATCH)
 }
 
 /// Moves every page of `range` to `node` in batches of [`DEFAULT_BATCH`]; returns the
@@ -208,7 +209,67 @@ pub fn move_pages_to(
         MoveScope::Exclusive => MPOL_MF_MOVE,
         MoveScope::All => MPOL_MF_MOVE_ALL,
     };
-    run(CALL, &ptrs, Some(node as c_int), flags, batch)
+    run(CALL, 0, &ptrs, Some(node as c_int), flags, batch)
+}
+
+/// A process id as `move_pages(2)` and `migrate_pages(2)` take it (0 is the caller itself, so
+/// a pid of 0 is refused here: the `_of` calls act on another process by design).
+fn other_pid(call: &'static str, pid: u32) -> Result<c_int> {
+    match c_int::try_from(pid) {
+        Ok(p) if p > 0 => Ok(p),
+        _ => Err(NumaError::InvalidArgument {
+            call,
+            what: format!("pid {pid} out of range"),
+        }),
+    }
+}
+
+/// Where each of the (page-aligned) addresses of process `pid` lives (`move_pages(2)` on
+/// another process, no target nodes). Needs the right to ptrace-read the process (same user,
+/// or `CAP_SYS_PTRACE`); otherwise `EPERM`; a process that is gone: `ESRCH`.
+///
+/// ```
+/// let me = std::process::id();
+/// let v = vec![5u8; 2 * partita_numa::page_size()];
+/// let page = (v.as_ptr() as usize).next_multiple_of(partita_numa::page_size());
+/// let st = partita_numa::locate_pages_of(me, &[page]).unwrap();
+/// assert!(st[0].node().is_some());
+/// assert_eq!(partita_numa::locate_pages_of(0, &[page]).unwrap_err().call(), "move_pages");
+/// ```
+pub fn locate_pages_of(pid: u32, addrs: &[usize]) -> Result<Vec<PageStatus>> {
+    const CALL: &str = "move_pages";
+    let pid = other_pid(CALL, pid)?;
+    let ptrs = to_ptrs(CALL, addrs)?;
+    run(CALL, pid, &ptrs, None, 0, DEFAULT_BATCH)
+}
+
+/// Moves the given page-aligned addresses of process `pid` to `node` (`move_pages(2)` on
+/// another process, `batch` pages per call); the per-page result as [`move_pages_to`]'s.
+/// Needs the rights of [`locate_pages_of`], and `CAP_SYS_NICE` for another user's process.
+///
+/// ```
+/// let me = std::process::id();
+/// let v = vec![5u8; 2 * partita_numa::page_size()];
+/// let page = (v.as_ptr() as usize).next_multiple_of(partita_numa::page_size());
+/// let st = partita_numa::move_pages_of(me, &[page], 0, 1, Default::default()).unwrap();
+/// assert_eq!(st[0].node(), Some(0));
+/// ```
+pub fn move_pages_of(
+    pid: u32,
+    addrs: &[usize],
+    node: u32,
+    batch: usize,
+    scope: MoveScope,
+) -> Result<Vec<PageStatus>> {
+    const CALL: &str = "move_pages";
+    let pid = other_pid(CALL, pid)?;
+    let ptrs = to_ptrs(CALL, addrs)?;
+    check_node(CALL, node)?;
+    let flags = match scope {
+        MoveScope::Exclusive => MPOL_MF_MOVE,
+        MoveScope::All => MPOL_MF_MOVE_ALL,
+    };
+    run(CALL, pid, &ptrs, Some(node as c_int), flags, batch)
 }
 
 /// Moves all pages of process `pid` (`None`: this process) that are on nodes `from` to nodes

@@ -188,11 +188,14 @@ PARTITA-NUMA CHECK follow_deque_placed PASS ok
 PARTITA-NUMA CHECK follow_deque_moved PASS ok
 PARTITA-NUMA CHECK follow_cost_rule PASS ok
 PARTITA-NUMA CHECK follow_scenario PASS completed
+PARTITA-NUMA INFO numa-process: 65800 of 66000 pages on node 1 after 900 ms
+PARTITA-NUMA CHECK process_follow PASS ok
+PARTITA-NUMA CHECK process_opt_out PASS ok
 PARTITA-NUMA CHECK policy_hot_page PASS ok
 PARTITA-NUMA CHECK policy_shared_left_alone PASS ok
 PARTITA-NUMA CHECK policy_fault_hot_page PASS ok
 PARTITA-NUMA CHECK follow_bench PASS ok
-PARTITA-NUMA FOLLOW-DONE checks=12 failed=0
+PARTITA-NUMA FOLLOW-DONE checks=14 failed=0
 ";
 
 #[test]
@@ -238,7 +241,7 @@ fn parser_rejects_an_extra_failed_check() {
 
 #[test]
 fn parser_rejects_a_follow_scenario_that_did_not_finish() {
-    let log = GOOD.replace("PARTITA-NUMA FOLLOW-DONE checks=12 failed=0", "");
+    let log = GOOD.replace("PARTITA-NUMA FOLLOW-DONE checks=14 failed=0", "");
     let v = verdict(&parse(&log));
     assert!(v.iter().any(|p| p.contains("FOLLOW-DONE")), "{v:?}");
     let log = GOOD.replace(
@@ -273,6 +276,10 @@ fn two_node_vm() {
         out.status.code(),
         problems.join("\n  ")
     );
+    // The manager's page migration of an unmodified program (issue 31).
+    if let Some(v) = r.info.get("numa-process:") {
+        println!("numa-process: {v}");
+    }
     // The wrapper-vs-raw table for docs/bench/numa.md.
     println!("batch  raw ns/page  wrapper ns/page  wrapper/raw");
     for (b, (raw, wrap)) in &r.bench {

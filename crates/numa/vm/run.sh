@@ -6,7 +6,9 @@
 #
 # Steps: build the static guest binary (its own target dir, so the shared target/ keeps its
 # flags), fetch the cloud kernel into target/numa-vm/kernel, pack busybox + the binary into an
-# initramfs, boot with two nodes of one CPU and 256 MiB each, power off at the end.
+# initramfs, boot with two nodes of one CPU and 512 MiB each (the follow guest's unmodified
+# program fills a 256 MiB heap on one node and the manager moves it to the other), power off
+# at the end.
 #
 #   crates/numa/vm/run.sh            env: NUMA_VM_TIMEOUT (seconds, default 200),
 #                                         NUMA_VM_ONLY_FOLLOW=1 (only the follow scenario)
@@ -68,12 +70,12 @@ if [[ ${NUMA_VM_ONLY_FOLLOW:-0} == 1 ]]; then
 fi
 vm_pack "$root" "$out/initramfs.cpio.gz"
 
-echo "numa-vm: booting (TCG, 2 nodes x 1 CPU x 256 MiB, timeout ${timeout_s}s)" >&2
+echo "numa-vm: booting (TCG, 2 nodes x 1 CPU x 512 MiB, timeout ${timeout_s}s)" >&2
 rc=0
-vm_boot PARTITA-NUMA-VM "$timeout_s" "$kernel" "$out/initramfs.cpio.gz" "$out/serial.log" \
+vm_mem=1G vm_boot PARTITA-NUMA-VM "$timeout_s" "$kernel" "$out/initramfs.cpio.gz" "$out/serial.log" \
   numa_balancing=disable \
-  -object memory-backend-ram,id=m0,size=256M \
-  -object memory-backend-ram,id=m1,size=256M \
+  -object memory-backend-ram,id=m0,size=512M \
+  -object memory-backend-ram,id=m1,size=512M \
   -numa node,nodeid=0,cpus=0,memdev=m0 \
   -numa node,nodeid=1,cpus=1,memdev=m1 || rc=$?
 exit $rc

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use partita_runtime::{PoolVec, ThreadPool, ThreadPoolBuilder};
 
+mod process;
+
 /// CLOCK_MONOTONIC in ns (comparable across the guest's processes).
 fn mono_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -38,10 +40,10 @@ const WAIT: Duration = Duration::from_secs(30);
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some("app") {
-        app();
-    } else {
-        manager_side();
+    match args.get(1).map(String::as_str) {
+        Some("app") => app(),
+        Some("heap") => process::heap_app(),
+        _ => manager_side(),
     }
 }
 
@@ -296,8 +298,19 @@ struct App {
 
 impl App {
     fn start(name: &str, socket: &std::path::Path) -> std::io::Result<App> {
+        App::start_as("app", name, socket, &[])
+    }
+
+    /// This binary in `mode` (`app`, `heap`) as application `name`, with `env` added.
+    fn start_as(
+        mode: &str,
+        name: &str,
+        socket: &std::path::Path,
+        env: &[(&str, &str)],
+    ) -> std::io::Result<App> {
         let mut child = Command::new(std::env::current_exe()?)
-            .arg("app")
+            .arg(mode)
+            .envs(env.iter().copied())
             .env("PARTITA_SOCKET", socket)
             .env("PARTITA_NAME", name)
             .stdin(Stdio::piped())
@@ -418,6 +431,7 @@ fn manager_side() {
     let mut c = Checks { run: 0, failed: 0 };
     let r = scenario(&mut c);
     c.check("follow_scenario", r.map(|()| "completed".into()));
+    process::scenarios(&mut c);
     policy_scenarios(&mut c);
     fault_scenario(&mut c);
     c.check("follow_bench", bench());
