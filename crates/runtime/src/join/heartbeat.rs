@@ -80,9 +80,7 @@ pub(crate) fn resolve(builder: Option<Option<Duration>>) -> Option<Duration> {
     if let Some(choice) = builder {
         return choice;
     }
-    let Some(value) = std::env::var_os(ENV) else {
-        return None;
-    };
+    let value = std::env::var_os(ENV)?;
     match parse_env(&value.to_string_lossy()) {
         Ok(choice) => choice,
         Err(why) => {
