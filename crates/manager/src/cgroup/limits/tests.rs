@@ -1,5 +1,5 @@
 //! The limit readers over hierarchies laid out as plain files (the real-cgroup tests are in
-//! crates/manager/tests/cgroup_partitions.rs).
+//! tests/cgroup_partitions.rs).
 
 use super::*;
 use crate::cgroup::rules::{compile, CgroupRule};

@@ -1,5 +1,5 @@
 //! The registry's cgroup partitions with this test process's own cgroup (the real
-//! hierarchies built for the purpose are in crates/manager/tests/cgroup_partitions.rs).
+//! hierarchies built for the purpose are in tests/cgroup_partitions.rs).
 
 use super::*;
 use crate::proc_ref::ProcRef;
