@@ -253,3 +253,22 @@ fn the_example_cgroup_rule_parses() {
     assert_eq!(config.cgroup_rules.len(), 1, "{block}");
     assert_eq!(config.cgroup_rules[0].preset.as_deref(), Some("slurm"));
 }
+
+/// The manager's configuration inside dist/kubernetes/partita.yaml's ConfigMap is valid and
+/// makes pod partitions (the manifest itself: scripts/test.d/58-kubernetes.sh).
+#[test]
+fn the_kubernetes_configuration_parses() {
+    let text = read(&dist("kubernetes").join("partita.yaml"));
+    let block: String = text
+        .lines()
+        .skip_while(|l| l.trim() != "partita.toml: |")
+        .skip(1)
+        .take_while(|l| l.starts_with("    ") || l.is_empty())
+        .map(|l| l.trim_start())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let config = Config::from_toml_str(&block).unwrap_or_else(|e| panic!("{e}\n{block}"));
+    assert_eq!(config.cgroup_rules.len(), 1, "{block}");
+    assert_eq!(config.cgroup_rules[0].preset.as_deref(), Some("kubernetes"));
+    assert!(!config.cgroups);
+}

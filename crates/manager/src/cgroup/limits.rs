@@ -22,13 +22,18 @@ pub struct Mounts {
     pub cpu: Option<PathBuf>,
 }
 
-/// Parse `/proc/self/mounts`.
+/// Parse `/proc/self/mounts`. A later mount of a kind wins: it is the one seen where both are
+/// at one place (a container that mounts the host's `/sys/fs/cgroup` over its own, as
+/// dist/kubernetes does).
 ///
 /// ```
 /// let m = partita_manager::cgroup::limits::parse_mounts(
 ///     "cgroup /sys/fs/cgroup/cpuset cgroup rw,cpuset 0 0\ncgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0\n");
 /// assert_eq!(m.cpuset.unwrap().to_str(), Some("/sys/fs/cgroup/cpuset"));
 /// assert!(m.cpu.is_none() && m.v2.is_some());
+/// let m = partita_manager::cgroup::limits::parse_mounts(
+///     "cgroup2 /sys/fs/cgroup cgroup2 ro 0 0\ncgroup2 /sys/fs/cgroup cgroup2 ro 0 0\ncgroup2 /host cgroup2 ro 0 0\n");
+/// assert_eq!(m.v2.unwrap().to_str(), Some("/host"));
 /// ```
 pub fn parse_mounts(text: &str) -> Mounts {
     let mut m = Mounts::default();
@@ -39,13 +44,13 @@ pub fn parse_mounts(text: &str) -> Mounts {
         }
         let at = || Some(PathBuf::from(f[1]));
         match f[2] {
-            "cgroup2" if m.v2.is_none() => m.v2 = at(),
+            "cgroup2" => m.v2 = at(),
             "cgroup" => {
                 let has = |c: &str| f[3].split(',').any(|o| o == c);
-                if has("cpuset") && m.cpuset.is_none() {
+                if has("cpuset") {
                     m.cpuset = at();
                 }
-                if has("cpu") && m.cpu.is_none() {
+                if has("cpu") {
                     m.cpu = at();
                 }
             }
@@ -283,6 +288,14 @@ pub fn locate_in(
     let Some((v2, path)) = path_to_match(mounts, pc) else {
         return Err("the process is in no cgroup hierarchy with cpuset".into());
     };
+    // A program in another cgroup namespace's subtree is seen as `/../…`: its directory is
+    // not below this manager's mount, whatever a rule would make of the path.
+    if path.split('/').any(|c| c == "..") {
+        return Err(format!(
+            "its cgroup {path} is outside the manager's cgroup namespace (run the manager in \
+             the host's cgroup namespace)"
+        ));
+    }
     let Some(m) = match_path(rules, path) else {
         return Ok(None);
     };

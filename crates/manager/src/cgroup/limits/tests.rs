@@ -96,6 +96,14 @@ fn bad_input_is_an_error_saying_why_or_no_match() {
     write(&cs, job, "cpuset.cpus", "zz\n");
     let e = locate_in(&pc, &rules("slurm"), &mounts).unwrap_err();
     assert!(e.contains("cpuset of"), "{e}");
+    // Another cgroup namespace's view (a manager in a container without the host's).
+    let pc = parse_proc_cgroup("0::/../../kubepods/pod1/ctr\n");
+    let v2 = Mounts {
+        v2: Some(cs.clone()),
+        ..Mounts::default()
+    };
+    let e = locate_in(&pc, &rules("kubernetes"), &v2).unwrap_err();
+    assert!(e.contains("cgroup namespace"), "{e}");
     // No rule matches: no partition, no error.
     let pc = parse_proc_cgroup("3:cpuset:/user\n");
     assert_eq!(locate_in(&pc, &rules("slurm"), &mounts), Ok(None));
