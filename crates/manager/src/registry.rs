@@ -199,7 +199,8 @@ impl Registry {
     /// The daemon's periods.
     pub(crate) fn periods(&self) -> Periods {
         let c = &self.config;
-        let uses = |k: PolicyKind| self.partitions.iter().any(|p| p.policy == k);
+        let uses =
+            |k: PolicyKind| self.partitions.iter().any(|p| p.policy == k) || self.cgroups.uses(k);
         // A policy's period counts only where a partition uses it: a 100 ms DSS quantum
         // nobody uses would triple the rounds of every equipartition manager for nothing.
         let mut tick = c.realloc_period_ms;

@@ -70,6 +70,11 @@ impl CgroupPartitions {
         }
     }
 
+    /// Whether a rule's partitions use policy `k` (their periods count from the start).
+    pub(crate) fn uses(&self, k: crate::config::PolicyKind) -> bool {
+        self.rules.iter().any(|r| r.policy == k)
+    }
+
     /// Where `pid`'s cgroup puts it (`Ok(None)`: no rule matches, or no rules).
     fn locate(&self, pid: i32) -> Result<Option<Found>, String> {
         if self.rules.is_empty() {
