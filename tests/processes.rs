@@ -602,8 +602,10 @@ fn threads_an_application_creates_later_are_confined_within_a_round() {
     let mut narrowed = 0;
     let s0 = status(&socket).samples;
     loop {
+        // 40 rounds, or longer until a thread was caught outside and then narrowed: under
+        // load the look can miss the short window in which a new thread is outside.
         let s = status(&socket).samples;
-        if s >= s0 + 40 {
+        if (s >= s0 + 40 && narrowed > 0) || s >= s0 + 1000 {
             break;
         }
         for (tid, mask) in thread_masks(app.pid()) {

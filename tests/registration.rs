@@ -13,9 +13,8 @@
 mod support;
 
 use partita_manager::{query_status, Status};
-use std::process::Command;
 use std::time::Duration;
-use support::{probe, serial, serve, Proc, TempDir};
+use support::{at_nice, probe, serial, serve, spawn_at, Proc, TempDir};
 
 const LONG: Duration = Duration::from_secs(10);
 /// The shipped default, with a short hello timeout for the test's own status requests.
@@ -85,9 +84,14 @@ fn a_program_started_right_after_an_unmanaged_one_exits_gets_its_demand() {
     if status(&socket).cpus_managed < 2 {
         return;
     }
-    let hogs: Vec<Proc> = (0..2)
-        .map(|_| Proc::spawn(Command::new("sh").args(["-c", "while :; do :; done"])))
+    // At nice 0 whatever the test command's own nice: niced loops are background, not
+    // outside load (tests/niced.rs), and the manager would never count these.
+    let hogs: Option<Vec<Proc>> = (0..2)
+        .map(|_| spawn_at(0, at_nice(0).args(["sh", "-c", "while :; do :; done"])))
         .collect();
+    let Some(hogs) = hogs else {
+        return;
+    };
     assert!(
         wait_for_status(&socket, |s| s.partitions[0].uncontrolled_runnable >= 1),
         "the manager never saw the busy loops: {:?}",

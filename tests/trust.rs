@@ -338,10 +338,13 @@ fn partita_run_keeps_a_program_in_its_own_cgroup_and_everything_is_undone() {
         own_name,
         "left its own cgroup"
     );
+    // The move into the manager's cgroup comes with the confinement, after the reallocation
+    // that gives the partition a CPU: wait for it (under load it can come after `running`).
     let mgr = format!("/partita-mgr-{}-", std::process::id());
     assert!(
-        cpuset_cgroup(from_root.pid()).starts_with(&mgr),
-        "{}",
+        wait_until(Duration::from_secs(10), || cpuset_cgroup(from_root.pid())
+            .starts_with(&mgr)),
+        "never moved into the manager's cgroup: {}",
         cpuset_cgroup(from_root.pid())
     );
     h.shutdown().unwrap();

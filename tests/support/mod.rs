@@ -129,6 +129,33 @@ impl Drop for Proc {
     }
 }
 
+/// A process's nice (`/proc/<pid>/stat` field 19, counted after the command name).
+pub fn nice_of(pid: i32) -> Option<i64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &text[text.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(16)?.parse().ok()
+}
+
+/// `nice(1)` running what follows at nice `nice` whatever this test's own nice is (the
+/// test command may run niced; a negative increment needs root, as CI is).
+pub fn at_nice(nice: i64) -> Command {
+    let own = nice_of(std::process::id() as i32).unwrap_or(0);
+    let mut c = Command::new("nice");
+    c.args(["-n", &(nice - own).to_string()]);
+    c
+}
+
+/// Spawned, and at nice `nice` once `nice(1)` has exec'd; `None` (the test is skipped) when
+/// that nice cannot be had here.
+pub fn spawn_at(nice: i64, cmd: &mut Command) -> Option<Proc> {
+    let p = Proc::spawn(cmd);
+    let reached = wait_until(Duration::from_secs(5), || nice_of(p.pid()) == Some(nice));
+    if !reached {
+        eprintln!("cannot run at nice {nice} here: skipped");
+    }
+    reached.then_some(p)
+}
+
 /// `partita serve` on a private socket with the given configuration text.
 pub fn serve(dir: &TempDir, config: &str) -> (Proc, PathBuf) {
     let socket = dir.path("partita.sock");

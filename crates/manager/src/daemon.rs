@@ -6,6 +6,7 @@
 //! for the one that gives its partition a CPU, on a blocking thread).
 
 pub mod harness;
+pub(crate) mod outside;
 mod sample;
 use sample::sampler;
 
@@ -29,6 +30,7 @@ use partita_protocol::CpuSet;
 use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::io::unix::AsyncFd;
@@ -52,6 +54,9 @@ pub(crate) struct Shared {
     conns: Arc<ConnLimits>,
     /// systemd's watchdog, pinged by every reallocation round ([`crate::service`]).
     watchdog: Option<crate::service::Watchdog>,
+    /// The outside runnable threads the last sample saw, before its gate (system-wide; 0
+    /// when the gate was closed): what a registration's fresh count is compared with.
+    outside_seen: AtomicU32,
 }
 
 impl Shared {
@@ -267,6 +272,7 @@ pub(crate) fn shared(config: Config, state_dir: Option<&Path>) -> Result<Arc<Sha
         shutdown: Notify::new(),
         conns,
         watchdog: crate::service::Watchdog::from_env(),
+        outside_seen: AtomicU32::new(0),
     }))
 }
 
@@ -638,10 +644,11 @@ async fn serve_application(shared: &Shared, stream: &mut UnixStream, req: Regist
     // process that has exited since: count again before its first allocation.
     let req = shared.lock().sample_request();
     if req.system_wide {
-        if let Ok(outside) =
+        if let Ok(fresh) =
             tokio::task::spawn_blocking(move || sample::outside_runnable_now(&req)).await
         {
-            shared.lock().lower_outside(outside);
+            let seen = shared.outside_seen.load(Ordering::Relaxed);
+            shared.lock().lower_outside(seen, fresh);
         }
     }
     // The newcomer's first allocation (it runs at full size until then): ring now rather than

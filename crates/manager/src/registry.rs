@@ -6,6 +6,7 @@ use crate::alloc::{self, AllocInput, AllocOutput, AppDemand, AppId, History, Mem
 use crate::config::{
     Config, Control, PartitionConfig, PolicyKind, Uncontrolled, DEFAULT_PARTITION,
 };
+use crate::daemon::outside;
 use crate::proc_ref::ProcRef;
 use crate::realloc::{self, AppView, Batch, Effect, PlanInput};
 use crate::status::{AppStatus, PartitionStatus, Status};
@@ -654,22 +655,20 @@ impl Registry {
         changed
     }
 
-    /// A fresh count of the default partition's outside runnable threads (`outside`, taken
-    /// after an application registered, so its own threads are no longer in it): the count
-    /// and its average never stay above it. Until it registered, the newcomer's threads were
-    /// outside ones, and the last sample may also have seen a process that has exited since;
-    /// neither may cost the newcomer its first allocation (issue 26: "registration is
-    /// free"). Only lowers: a count that rose since is the next sample's to take.
-    pub(crate) fn lower_outside(&mut self, outside: u32) {
+    /// A fresh count of the default partition's outside runnable threads (`fresh`, taken
+    /// after an application registered, so its own threads are no longer in it) against the
+    /// last sample's (`seen`): the count and its average drop as [`outside::recount`] says.
+    /// Until it registered, the newcomer's threads were outside ones, and the last sample may
+    /// also have seen a process that has exited since; neither may cost the newcomer its
+    /// first allocation (issue 26: "registration is free"). Only lowers.
+    pub(crate) fn lower_outside(&mut self, seen: u32, fresh: u32) {
         if let Some(r) = self.runnable.first_mut() {
-            tracing::trace!(
-                outside,
-                was = r.now,
-                avg = r.avg,
-                "outside load counted again"
-            );
-            r.now = r.now.min(outside);
-            r.avg = r.avg.min(f64::from(outside));
+            let to = outside::recount(r.now, seen, fresh);
+            tracing::trace!(seen, fresh, was = r.now, to, "outside load counted again");
+            if to < r.now {
+                r.avg = r.avg.min(f64::from(to));
+            }
+            r.now = to;
         }
     }
 

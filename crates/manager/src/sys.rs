@@ -105,6 +105,77 @@ pub struct ProcStat {
     /// `utime + stime + cutime + cstime`, in clock ticks: CPU time of the process (or thread)
     /// and of the children it has reaped.
     pub cpu_ticks: u64,
+    /// The user part of it (`utime + cutime`).
+    pub user_ticks: u64,
+    /// Its nice value (field 19; of the thread, or of the main thread for a process).
+    pub nice: i64,
+}
+
+impl ProcStat {
+    /// Its CPU time split as the kernel splits the system's in `/proc/stat`: user time of a
+    /// task at positive nice is counted in the `nice` column, all system time in `system`.
+    /// Classified by this (main) thread's nice; threads of other nice values are rare.
+    ///
+    /// ```
+    /// use partita_manager::sys::parse_proc_stat;
+    /// let s = "42 (x) R 1 2 3 4 5 6 7 8 9 10 100 20 3 4 20 5 1 0";
+    /// let c = parse_proc_stat(s).unwrap().split();
+    /// assert_eq!((c.user, c.nice, c.other), (0, 103, 24));
+    /// ```
+    pub fn split(&self) -> CpuSplit {
+        let user = self.user_ticks.min(self.cpu_ticks);
+        let other = self.cpu_ticks - user;
+        if self.nice > 0 {
+            CpuSplit {
+                user: 0,
+                nice: user,
+                other,
+            }
+        } else {
+            CpuSplit {
+                user,
+                nice: 0,
+                other,
+            }
+        }
+    }
+}
+
+/// CPU time in clock ticks, split as `/proc/stat`'s `cpu` line: user time at nice ≤ 0,
+/// user time at positive nice, and the rest of the busy time (system, irq, softirq, steal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CpuSplit {
+    /// `user` (guest time included): user time of tasks at nice ≤ 0.
+    pub user: u64,
+    /// `nice` (guest_nice included): user time of tasks at positive nice.
+    pub nice: u64,
+    /// `system + irq + softirq + steal`, whatever the task's nice.
+    pub other: u64,
+}
+
+impl CpuSplit {
+    /// All of it.
+    pub fn total(&self) -> u64 {
+        self.user + self.nice + self.other
+    }
+
+    /// Whether no component is below `before`'s (cumulative counters that only grew).
+    pub fn at_least(&self, before: &CpuSplit) -> bool {
+        self.user >= before.user && self.nice >= before.nice && self.other >= before.other
+    }
+}
+
+impl std::ops::Add for CpuSplit {
+    type Output = CpuSplit;
+
+    /// Component-wise sum.
+    fn add(self, o: CpuSplit) -> CpuSplit {
+        CpuSplit {
+            user: self.user + o.user,
+            nice: self.nice + o.nice,
+            other: self.other + o.other,
+        }
+    }
 }
 
 /// Parse the text of a `/proc/<pid>/stat` file. The command name (field 2) is in parentheses
@@ -114,20 +185,35 @@ pub struct ProcStat {
 /// ```
 /// use partita_manager::sys::{parse_proc_stat, ProcStat};
 /// let s = "42 (my (odd) name) R 1 2 3 4 5 6 7 8 9 10 100 20 3 4 20 0 1 0";
-/// assert_eq!(parse_proc_stat(s), Some(ProcStat { state: 'R', cpu_ticks: 127 }));
+/// assert_eq!(
+///     parse_proc_stat(s),
+///     Some(ProcStat { state: 'R', cpu_ticks: 127, user_ticks: 103, nice: 0 })
+/// );
 /// assert_eq!(parse_proc_stat("garbage"), None);
 /// ```
 pub fn parse_proc_stat(text: &str) -> Option<ProcStat> {
     let close = text.rfind(')')?;
     let f: Vec<&str> = text[close + 1..].split_whitespace().collect();
     let state = f.first()?.chars().next()?;
-    // utime, stime, cutime, cstime are fields 14..=17, i.e. indices 11..=14 after the name.
+    // utime, stime, cutime, cstime are fields 14..=17, i.e. indices 11..=14 after the name;
+    // nice is field 19, index 16.
+    let field = |i: usize| -> Option<u64> {
+        let v: i64 = f.get(i)?.parse().ok()?;
+        Some(v.max(0) as u64)
+    };
     let mut cpu_ticks = 0u64;
     for i in 11..=14 {
-        let v: i64 = f.get(i)?.parse().ok()?;
-        cpu_ticks = cpu_ticks.saturating_add(v.max(0) as u64);
+        cpu_ticks = cpu_ticks.saturating_add(field(i)?);
     }
-    Some(ProcStat { state, cpu_ticks })
+    let user_ticks = field(11)?.saturating_add(field(13)?);
+    // Kernels have printed 44+ fields for decades; a line cut before `nice` reads as nice 0.
+    let nice = f.get(16).and_then(|v| v.parse().ok()).unwrap_or(0);
+    Some(ProcStat {
+        state,
+        cpu_ticks,
+        user_ticks,
+        nice,
+    })
 }
 
 /// Read and parse `/proc/<pid>/stat` (`tid`: `/proc/<pid>/task/<tid>/stat`); `None` when the
@@ -199,12 +285,26 @@ pub fn runnable_in(pid: i32, tree: bool) -> u32 {
 /// assert!(partita_manager::sys::cpu_ticks_in(me, true) >= own);
 /// ```
 pub fn cpu_ticks_in(pid: i32, tree: bool) -> u64 {
-    let ticks = |p: i32| read_proc_stat(p, None).map_or(0, |s| s.cpu_ticks);
-    let own = ticks(pid);
+    cpu_split_in(pid, tree).total()
+}
+
+/// [`cpu_ticks_in`], split by [`ProcStat::split`] (one `/proc/<pid>/stat` read a process).
+///
+/// ```
+/// let me = std::process::id() as i32;
+/// let own = partita_manager::sys::cpu_split_in(me, false);
+/// assert!(partita_manager::sys::cpu_split_in(me, true).at_least(&own));
+/// ```
+pub fn cpu_split_in(pid: i32, tree: bool) -> CpuSplit {
+    let split = |p: i32| read_proc_stat(p, None).map_or_else(CpuSplit::default, |s| s.split());
+    let own = split(pid);
     if !tree {
         return own;
     }
-    own + descendants(pid).into_iter().map(ticks).sum::<u64>()
+    descendants(pid)
+        .into_iter()
+        .map(split)
+        .fold(own, |a, b| a + b)
 }
 
 /// Direct and indirect children of a process (via `/proc/PID/task/TID/children`).
@@ -252,27 +352,30 @@ pub fn procs_running() -> Result<u32, SysError> {
         })
 }
 
-/// CPU time the whole system spent busy (user, nice, system, irq, softirq, steal), in clock
-/// ticks, from the first line of `/proc/stat`.
+/// CPU time the whole system spent busy, in clock ticks, split by [`CpuSplit`]'s columns,
+/// from the first line of `/proc/stat`.
 ///
 /// ```
-/// let a = partita_manager::sys::busy_ticks().unwrap();
-/// assert!(partita_manager::sys::busy_ticks().unwrap() >= a);
+/// let a = partita_manager::sys::system_cpu().unwrap();
+/// assert!(partita_manager::sys::system_cpu().unwrap().at_least(&a));
 /// ```
-pub fn busy_ticks() -> Result<u64, SysError> {
+pub fn system_cpu() -> Result<CpuSplit, SysError> {
     let text = std::fs::read_to_string("/proc/stat").map_err(sys_err("read /proc/stat"))?;
-    parse_busy_ticks(&text)
+    parse_cpu_split(&text)
         .ok_or_else(|| sys_err("parse /proc/stat cpu")(io::Error::from(io::ErrorKind::InvalidData)))
 }
 
 /// The busy ticks of a `/proc/stat` text (`cpu` line: user nice system idle iowait irq
-/// softirq steal …; idle and iowait are not busy).
+/// softirq steal …; idle and iowait are not busy; guest and guest_nice are already in user
+/// and nice).
 ///
 /// ```
 /// let t = "cpu  10 1 5 900 7 2 3 4 0 0\ncpu0 5 0 2 450 3 1 1 2 0 0\n";
-/// assert_eq!(partita_manager::sys::parse_busy_ticks(t), Some(10 + 1 + 5 + 2 + 3 + 4));
+/// let c = partita_manager::sys::parse_cpu_split(t).unwrap();
+/// assert_eq!((c.user, c.nice, c.other), (10, 1, 5 + 2 + 3 + 4));
+/// assert_eq!(partita_manager::sys::parse_cpu_split("cpu  1 2\n"), None);
 /// ```
-pub fn parse_busy_ticks(stat: &str) -> Option<u64> {
+pub fn parse_cpu_split(stat: &str) -> Option<CpuSplit> {
     let line = stat.lines().find(|l| l.starts_with("cpu "))?;
     let f: Vec<u64> = line
         .split_whitespace()
@@ -280,10 +383,14 @@ pub fn parse_busy_ticks(stat: &str) -> Option<u64> {
         .map(|v| v.parse().ok())
         .collect::<Option<_>>()?;
     let at = |i: usize| f.get(i).copied().unwrap_or(0);
-    (f.len() >= 4).then(|| at(0) + at(1) + at(2) + at(5) + at(6) + at(7))
+    (f.len() >= 4).then(|| CpuSplit {
+        user: at(0),
+        nice: at(1),
+        other: at(2) + at(5) + at(6) + at(7),
+    })
 }
 
-/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`), the unit of [`busy_ticks`] and
+/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`), the unit of [`system_cpu`] and
 /// [`ProcStat::cpu_ticks`]; 100 where the call fails (Linux's fixed USER_HZ).
 pub fn ticks_per_second() -> u64 {
     match nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK) {
@@ -370,8 +477,35 @@ mod tests {
             s,
             ProcStat {
                 state: 'S',
-                cpu_ticks: 10
+                cpu_ticks: 10,
+                user_ticks: 5,
+                nice: 0
             }
         );
+    }
+
+    #[test]
+    fn user_time_of_a_niced_task_is_in_the_nice_column() {
+        // utime 7, stime 2, cutime 1, cstime 0, priority 30, nice 10.
+        let niced = parse_proc_stat("7 (a) R 1 2 3 4 5 6 7 8 9 10 7 2 1 0 30 10 1").unwrap();
+        assert_eq!(niced.nice, 10);
+        let c = niced.split();
+        assert_eq!((c.user, c.nice, c.other), (0, 8, 2));
+        // Nice 0 and negative nice: user.
+        for (line, nice) in [
+            ("7 (a) R 1 2 3 4 5 6 7 8 9 10 7 2 1 0 20 0 1", 0),
+            ("7 (a) R 1 2 3 4 5 6 7 8 9 10 7 2 1 0 15 -5 1", -5),
+        ] {
+            let s = parse_proc_stat(line).unwrap();
+            assert_eq!(s.nice, nice);
+            let c = s.split();
+            assert_eq!((c.user, c.nice, c.other), (8, 0, 2));
+        }
+        // This thread, whatever the nice it runs at: the split adds up.
+        let me = std::fs::read_to_string("/proc/thread-self/stat")
+            .ok()
+            .and_then(|t| parse_proc_stat(&t));
+        let me = me.expect("own stat");
+        assert_eq!(me.split().total(), me.cpu_ticks);
     }
 }
