@@ -50,6 +50,7 @@ fn the_example_configuration_is_the_defaults_and_names_every_key() {
     let mut defaults = toml::Value::try_from(Config::default()).unwrap();
     // No partition besides `default` by default: the file shows them as commented examples.
     defaults.as_table_mut().unwrap().remove("partition");
+    defaults.as_table_mut().unwrap().remove("cgroup_rule");
     let (mut want, mut have) = (Vec::new(), Vec::new());
     keys(&defaults, "", &mut want);
     keys(&file, "", &mut have);
@@ -234,4 +235,40 @@ fn the_units_agree_with_the_manager() {
             "{e}"
         );
     }
+}
+
+/// The commented `[[cgroup_rule]]` example parses as one rule (a preset with its sharing and
+/// policy).
+#[test]
+fn the_example_cgroup_rule_parses() {
+    let text = read(&dist("partita.toml"));
+    let block: String = text
+        .lines()
+        .skip_while(|l| *l != "# [[cgroup_rule]]")
+        .map(|l| l.strip_prefix('#').unwrap_or(l).trim_start_matches(' '))
+        .filter(|l| !l.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let config = Config::from_toml_str(&block).unwrap_or_else(|e| panic!("{e}\n{block}"));
+    assert_eq!(config.cgroup_rules.len(), 1, "{block}");
+    assert_eq!(config.cgroup_rules[0].preset.as_deref(), Some("slurm"));
+}
+
+/// The manager's configuration inside dist/kubernetes/partita.yaml's ConfigMap is valid and
+/// makes pod partitions (the manifest itself: scripts/test.d/58-kubernetes.sh).
+#[test]
+fn the_kubernetes_configuration_parses() {
+    let text = read(&dist("kubernetes").join("partita.yaml"));
+    let block: String = text
+        .lines()
+        .skip_while(|l| l.trim() != "partita.toml: |")
+        .skip(1)
+        .take_while(|l| l.starts_with("    ") || l.is_empty())
+        .map(|l| l.trim_start())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let config = Config::from_toml_str(&block).unwrap_or_else(|e| panic!("{e}\n{block}"));
+    assert_eq!(config.cgroup_rules.len(), 1, "{block}");
+    assert_eq!(config.cgroup_rules[0].preset.as_deref(), Some("kubernetes"));
+    assert!(!config.cgroups);
 }

@@ -31,7 +31,7 @@ if [[ $done_line != *" failed=0" ]] || grep -aq '^PARTITA-CG2 CHECK .* FAIL' "$l
   exit 1
 fi
 checks=$(sed -n 's/.*checks=\([0-9]*\).*/\1/p' <<<"$done_line")
-if [[ ${checks:-0} -lt 21 ]]; then
+if [[ ${checks:-0} -lt 25 ]]; then
   echo "cgroup2-vm: only ${checks:-0} checks ran" >&2
   exit 1
 fi

@@ -9,6 +9,9 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod limits;
+pub mod rules;
+
 /// Prefix of every manager's directory.
 pub const PREFIX: &str = "partita-mgr-";
 

@@ -37,6 +37,10 @@
 //! sharing = "lend-idle"       # "never" | "always"
 //! policy = "equipartition"    # "usage-decay" | "dss" | "batch" | "bandwidth"
 //! members = { names = ["solver"], uids = [1000], hint = true }
+//!
+//! [[cgroup_rule]]             # partitions from the programs' cgroups (crate::cgroup::rules)
+//! preset = "slurm"            # "kubernetes" | "systemd-slice", or match = '<regex>', name = "x-$1"
+//! sharing = "never"           # a job's CPUs are its own; "lend-idle" lends what it leaves idle
 //! ```
 //!
 //! The `default` partition always exists (share 1, equipartition); a `[[partition]]` named
@@ -356,6 +360,10 @@ pub struct Config {
     /// Partitions besides `default`.
     #[serde(rename = "partition")]
     pub partitions: Vec<PartitionConfig>,
+    /// Rules that make partitions from the registering programs' cgroups (Slurm jobs,
+    /// Kubernetes pods, systemd slices; [`crate::cgroup::rules`]).
+    #[serde(rename = "cgroup_rule")]
+    pub cgroup_rules: Vec<crate::cgroup::rules::CgroupRule>,
     /// Most connections open at once (registered applications, status and confine
     /// requests, clients that have not spoken yet).
     pub max_connections: usize,
@@ -381,6 +389,7 @@ impl Default for Config {
             dss: DssConfig::default(),
             bandwidth: BandwidthConfig::default(),
             partitions: Vec::new(),
+            cgroup_rules: Vec::new(),
             max_connections: 4096 + 64,
             max_connections_per_uid: 1024,
             numa_migration: Default::default(),
@@ -542,6 +551,8 @@ impl Config {
             return Err(bad("cpus", format!("{:?}", self.cpus), "not a CPU list"));
         }
         self.numa_migration.validate()?;
+        crate::cgroup::rules::compile(&self.cgroup_rules)
+            .map_err(|(key, value, reason)| bad(&key, value, reason))?;
         self.validate_partitions()
     }
 
@@ -669,6 +680,9 @@ mod tests {
             ("[bandwidth]\nquantum = 5", "quantum"),
             ("handover_us = 100001", "handover_us"),
             ("handover_us = -1", "handover_us"),
+            ("[[cgroup_rule]]\npreset = \"pbs\"", "cgroup_rule[0].preset"),
+            ("[[cgroup_rule]]\nmatch = \"(\"", "cgroup_rule[0].match"),
+            ("[[cgroup_rule]]\npreset = \"slurm\"\nlimit = 1", "limit"),
         ];
         for (text, key) in cases {
             let e = Config::from_toml_str(text).unwrap_err().to_string();

@@ -439,6 +439,8 @@ async fn ticker(shared: Arc<Shared>, tick: Duration) {
     iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         iv.tick().await;
+        // Programs that moved to another cgroup, cpusets that changed (issue 30).
+        shared.lock().recheck_cgroups();
         shared.ring();
     }
 }

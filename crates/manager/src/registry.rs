@@ -16,6 +16,9 @@ use partita_protocol::CpuSet;
 use std::collections::BTreeMap;
 mod memory;
 
+mod cgroups;
+mod nodes;
+
 /// Who is on the other end of a connection (kernel credentials and a pidfd).
 #[derive(Debug, Clone)]
 pub(crate) struct Peer {
@@ -154,6 +157,7 @@ pub(crate) struct Registry {
     bandwidth: crate::quantum::Bandwidth,
     /// Moves, revocations, latency, refusals (the metrics endpoint's counters).
     pub(crate) telemetry: crate::telemetry::Telemetry,
+    cgroups: cgroups::CgroupPartitions,
 }
 
 impl Registry {
@@ -166,6 +170,7 @@ impl Registry {
         let n = partitions.len();
         let euid = sys::euid();
         Registry {
+            cgroups: cgroups::CgroupPartitions::new(&config, n),
             config,
             partitions,
             cpus,
@@ -194,7 +199,8 @@ impl Registry {
     /// The daemon's periods.
     pub(crate) fn periods(&self) -> Periods {
         let c = &self.config;
-        let uses = |k: PolicyKind| self.partitions.iter().any(|p| p.policy == k);
+        let uses =
+            |k: PolicyKind| self.partitions.iter().any(|p| p.policy == k) || self.cgroups.uses(k);
         // A policy's period counts only where a partition uses it: a 100 ms DSS quantum
         // nobody uses would triple the rounds of every equipartition manager for nothing.
         let mut tick = c.realloc_period_ms;
@@ -375,7 +381,7 @@ impl Registry {
     /// for: registration never waits for one.
     pub(crate) fn register(&mut self, req: Registration) -> Result<AppId, (ErrorCode, String)> {
         self.admit(&req)?;
-        let partition = self.choose_partition(&req.name, req.uid, req.gid, &req.hint)?;
+        let partition = self.place(req.pid, &req.name, req.uid, req.gid, &req.hint)?;
         let id = self.next_id;
         // Ids are never reused within one manager: at the end of the range, refuse.
         let next = self.next_id.checked_add(1).ok_or((
@@ -458,6 +464,7 @@ impl Registry {
         if let Some(app) = self.apps.remove(&id) {
             self.departed.push(app.proc.clone());
         }
+        self.drop_empty_cgroup_partitions();
     }
 
     /// One reallocation's planning half, under the lock: compute the [`realloc::plan`],
@@ -533,6 +540,7 @@ impl Registry {
         alloc.period_ms = self.config.realloc_period_ms;
         alloc.usage_decay = self.config.usage_decay.clone();
         alloc.dss = self.config.dss.clone();
+        alloc.bounds = self.cgroups.bounds();
         alloc.uncontrolled = (0..n)
             .map(|k| alloc::uncontrolled_demand(self.runnable[k].now, self.runnable[k].avg))
             .collect();
@@ -678,6 +686,7 @@ impl Registry {
         let mut partitions: Vec<PartitionStatus> = (0..self.partitions.len())
             .map(|k| self.partition_status(k, &visible))
             .collect();
+        self.cgroups.annotate(&mut partitions);
         if partitions.is_empty() {
             partitions.push(PartitionStatus {
                 name: DEFAULT_PARTITION.into(),
@@ -741,6 +750,7 @@ impl Registry {
                 .filter(|t| t.partition == k && visible(t.uid))
                 .map(|t| t.pid)
                 .collect(),
+            ..Default::default()
         }
     }
 
@@ -780,19 +790,5 @@ impl Registry {
                 .then(|| a.page.app.active.load(Ordering::Relaxed)),
             ..Default::default()
         }
-    }
-}
-
-impl Registry {
-    /// The NUMA nodes `cpus` lie on, ascending (for `partita status`).
-    fn nodes_of(&self, cpus: &CpuSet) -> Vec<u32> {
-        let mut nodes: Vec<u32> = cpus
-            .iter()
-            .filter_map(|c| self.cpus.iter().position(|&x| x == c))
-            .map(|i| self.nodes.get(i).copied().unwrap_or(0))
-            .collect();
-        nodes.sort_unstable();
-        nodes.dedup();
-        nodes
     }
 }

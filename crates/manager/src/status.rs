@@ -115,6 +115,13 @@ pub struct PartitionStatus {
     /// other policies.
     #[serde(default)]
     pub bandwidth: String,
+    /// The cgroup this partition was made from (a Slurm job, a pod, a slice; hierarchy-
+    /// relative), empty for a configured partition.
+    #[serde(default)]
+    pub cgroup: String,
+    /// The CPUs that cgroup allows (its effective cpuset); empty for a configured partition.
+    #[serde(default)]
+    pub cgroup_cpus: Vec<usize>,
 }
 
 /// One registered application.
@@ -317,6 +324,10 @@ impl Status {
                         format!(" (skipped: {})", p.counter_skipped.join("; "))
                     }
                 );
+            }
+            if !p.cgroup.is_empty() {
+                let cpus: partita_protocol::CpuSet = p.cgroup_cpus.iter().copied().collect();
+                let _ = writeln!(s, "  {} cgroup: {} cpus [{cpus}]", p.name, p.cgroup);
             }
         }
     }

@@ -9,7 +9,10 @@
 #   probe application (one CPU) and after it left (both again);
 # - after SIGTERM: the program is back in /svc with its children, no partita-mgr-* remains,
 #   svc's subtree_control no longer has the +cpuset the manager added, no journal remains;
-# - after SIGKILL: all of it is still there, and a new manager's start undoes it (journal).
+# - after SIGKILL: all of it is still there, and a new manager's start undoes it (journal);
+# - a probe in a kubepods.slice pod cgroup (cpuset 1, cpu.max one CPU) under a manager with
+#   the kubernetes rule: one partition with the pod's cgroup and cpuset, capped at one CPU,
+#   the probe's threads on CPU 1 only, the partition gone with the probe.
 # The checks fail without the journal (nothing undoes +cpuset) and without reading
 # cgroup.threads (threaded cgroups refuse to list cgroup.procs: nothing could be removed).
 /bin/busybox --install -s /bin
@@ -166,6 +169,46 @@ wait $MPID
 all_clean() { no_mgr_dirs && no_journal; }
 check final-nothing-left "$(mgr_dirs) $(ls /run/*.journal 2>/dev/null)" all_clean
 kill -TERM $RPID $(cat /proc/$RPID/task/*/children 2>/dev/null) 2>/dev/null
+
+# --- 4: a pod's cgroup makes a partition (issue 30): kubepods.slice layout, systemd driver --
+U=0b5e2a2c_1111_4a7e_bb0c_1234567890ab
+POD=$CG/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod$U.slice
+CTR=$POD/cri-containerd-0a1b.scope
+echo +cpu > $CG/cgroup.subtree_control
+for d in kubepods.slice kubepods.slice/kubepods-burstable.slice \
+  kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod$U.slice; do
+  mkdir -p $CG/$d
+  echo "+cpuset +cpu" > $CG/$d/cgroup.subtree_control
+done
+mkdir -p $CTR
+echo 1 > $POD/cpuset.cpus
+echo "100000 100000" > $POD/cpu.max
+printf 'uncontrolled = "tracked"\ncgroups = false\n[[cgroup_rule]]\npreset = "kubernetes"\n' > /tmp/k.toml
+partita serve --config /tmp/k.toml --socket /run/k.sock 2>>/tmp/serve.log &
+KPID=$!
+wait_for 30 partita status --socket /run/k.sock >/dev/null 2>&1
+sh -c "echo \$\$ > $CTR/cgroup.procs && exec partita probe --pool 2 --demand 2 --socket /run/k.sock" \
+  >/dev/null 2>>/tmp/probe.log &
+KPROBE=$!
+pod_line() { partita status --socket /run/k.sock 2>/dev/null | grep "k8s-pod-$U cgroup:"; }
+pod_row() { partita status --socket /run/k.sock 2>/dev/null | grep -E "^k8s-pod-$U +1cpu "; }
+masks_in_1() { # every thread of the probe on CPU 1 only
+  for th in /proc/$KPROBE/task/*; do
+    [ "$(awk '/Cpus_allowed_list/ { print $2 }' $th/status)" = 1 ] || return 1
+  done
+}
+wait_for 30 pod_line >/dev/null
+pod_cpuset_1() { pod_line | grep -q "kubepods-burstable-pod$U.slice cpus \\[1\\]"; }
+check v2-pod-partition "$(pod_line)" pod_cpuset_1
+check v2-pod-quota "$(pod_row | tr -s ' ')" pod_row
+check v2-pod-masks "$(cat /proc/$KPROBE/task/*/status | grep Cpus_allowed_list | tr -s '\t\n' ' ')" masks_in_1
+kill -KILL $KPROBE
+wait $KPROBE 2>/dev/null
+no_pod() { [ -z "$(pod_line)" ]; }
+wait_for 30 no_pod
+check v2-pod-gone "$(pod_line)" no_pod
+kill -TERM $KPID
+wait $KPID
 
 echo "PARTITA-CG2 DONE checks=$checks failed=$failed"
 sync

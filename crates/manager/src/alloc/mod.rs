@@ -23,6 +23,7 @@
 //! ```
 
 pub mod bandwidth;
+pub mod bound;
 pub mod level1;
 pub mod level2;
 pub mod placement;
@@ -114,6 +115,9 @@ pub struct AllocInput {
     pub usage_decay: UsageDecayConfig,
     /// DSS parameters.
     pub dss: DssConfig,
+    /// Partitions bound to a cgroup's CPUs, indexed like `partitions` (missing or `None`:
+    /// not bound); see [`bound`].
+    pub bounds: Vec<Option<bound::Bound>>,
 }
 
 impl AllocInput {
@@ -135,6 +139,7 @@ impl AllocInput {
             period_ms: 300,
             usage_decay: UsageDecayConfig::default(),
             dss: DssConfig::default(),
+            bounds: Vec::new(),
         }
     }
 }
@@ -330,6 +335,8 @@ pub struct History {
     pub last_dss_ms: u64,
     /// Number of allocations made (seeds tie-breaking).
     pub rounds: u64,
+    /// The histories of the partitions bound to cgroups, by partition name ([`bound`]).
+    pub bound: BTreeMap<String, History>,
 }
 
 /// Compute the allocation, updating `history`.
@@ -344,6 +351,14 @@ pub struct History {
 /// assert_eq!(out.count(MemberId::Uncontrolled(0)) + out.count(MemberId::App(1)), 2);
 /// ```
 pub fn allocate(input: &AllocInput, history: &mut History) -> AllocOutput {
+    if input.bounds.iter().any(Option::is_some) {
+        return bound::allocate(input, history);
+    }
+    allocate_flat(input, history)
+}
+
+/// [`allocate`] when no partition is bound to a cgroup.
+fn allocate_flat(input: &AllocInput, history: &mut History) -> AllocOutput {
     let clock = advance_clocks(input, history);
     let members = members_by_partition(input);
     refresh_history(&members, history);
