@@ -74,15 +74,25 @@ fn registrations_that_exit_at_once_cost_a_running_program_nothing() {
         "the running program was never allocated: {:#?}",
         status(&socket)
     );
+    // A running program, not one that arrived in the same rotation period as the churn: two
+    // programs that arrive together rotate between themselves (alloc::level2::equipartition),
+    // and a program is a newcomer for two periods (300 ms each by default). Sampling rounds
+    // come at most every 50 ms, so 16 of them span more than two periods.
+    let s0 = status(&socket).samples;
+    assert!(
+        wait_until(LONG, || status(&socket).samples >= s0 + 16),
+        "the manager stopped sampling"
+    );
     let from = long.line_count();
     let ticks0 = cpu_ticks(mgr.pid());
     let hello = ClientMessage::Hello(Hello::new(2, "churn")).encode();
-    // At nice 19: the forking parent and its children are busy, and at nice 0 they would be
-    // outside load beside the running program (three members on two CPUs: equipartition
-    // rotates, and the running program loses its CPU in some rounds). Niced, they are
-    // background (tests/niced.rs), and what is measured is the registrations alone.
+    // At nice 0, so the registrants do exit at once: at nice 19 beside busy nice-0 work
+    // (the test, the manager) a child could wait hundreds of ms for a CPU to exit on, and
+    // then it is a program that stays, with its turn in the rotation. The forking parent is
+    // outside load at nice 0 (a CPU of the two, beside the running program's one): what
+    // must not move is the running program's CPU.
     let churn = support::Proc::spawn(
-        support::at_nice(19)
+        support::at_nice(0)
             .args(["python3", "-c", CHURN_SCRIPT])
             .arg(&socket)
             .arg(hex(&hello))

@@ -13,11 +13,15 @@ type Hist = MemberMap;
 /// Max-min fair share: every member gets `min(cap, level)`; when the CPUs left do not divide
 /// evenly among the members still wanting more, the extra CPUs go to those with the lowest
 /// cumulative count (`cum`, advanced once per period), so uneven remainders rotate. An
-/// application that arrived since the last rotation step gets one only after the others
-/// (until that step has passed, that step included): a program that registers and exits
-/// at once, hundreds of times a second, never takes a running program's CPU (issue 26's bad
-/// input, `tests/churn.rs`); one that stays takes its turn from its second period on.
-/// Outside load (the uncontrolled member) is exempt: when it appears it gets a CPU at once.
+/// application that has not yet been there for a whole period (fewer than two rotation
+/// steps seen) gets one only after the others: a program that registers and exits at once,
+/// hundreds of times a second, never takes a running program's CPU (issue 26's bad input,
+/// `tests/churn.rs`), even when it happens to be alive at a rotation step (with one step,
+/// such a registrant that had gone without for that step ranked first and took a running
+/// program's only CPU whenever outside load made three members of two CPUs); one that stays
+/// takes its turn from its third period on (two programs that arrived in the same period
+/// rotate between themselves from the start). Outside load (the uncontrolled member) is exempt:
+/// when it appears it gets a CPU at once.
 ///
 /// ```
 /// use partita_manager::alloc::{level2::equipartition, MemberId::App};
@@ -33,9 +37,7 @@ pub fn equipartition(
 ) -> Vec<(MemberId, u32)> {
     let young: Vec<bool> = members
         .iter()
-        .map(|(m, _)| {
-            matches!(m, MemberId::App(_)) && hist.get(m).is_none_or(|h| h.boundaries == 0)
-        })
+        .map(|(m, _)| matches!(m, MemberId::App(_)) && hist.get(m).is_none_or(|h| h.boundaries < 2))
         .collect();
     if advance {
         for (m, _) in members {
