@@ -59,6 +59,8 @@ pub(crate) struct Shared {
     /// The outside runnable threads the last sample saw, before its gate (system-wide; 0
     /// when the gate was closed): what a registration's fresh count is compared with.
     outside_seen: AtomicU32,
+    /// A registration's fresh count of outside threads, shared by those right after it.
+    fresh: sample::FreshCount,
 }
 
 impl Shared {
@@ -289,6 +291,7 @@ pub(crate) fn shared(config: Config, state_dir: Option<&Path>) -> Result<Arc<Sha
         watchdog: crate::service::Watchdog::from_env(),
         memfollow: Arc::default(),
         outside_seen: AtomicU32::new(0),
+        fresh: sample::FreshCount::default(),
     }))
 }
 
@@ -702,12 +705,13 @@ async fn serve_application(shared: &Shared, stream: &mut UnixStream, req: Regist
     // Its own threads were outside ones until now, and the last sample may have seen a
     // process that has exited since: count again before its first allocation.
     // Nothing counted outside at the last sample (its gate closed: `outside_seen` is 0):
-    // nothing to lower, and no recount (three walks of /proc).
+    // nothing to lower, and no recount (three walks of /proc, shared by the registrations of
+    // the next 20 ms).
     let req = shared.lock().sample_request();
     if req.system_wide && shared.outside_seen.load(Ordering::Relaxed) > 0 {
-        if let Ok(fresh) =
-            tokio::task::spawn_blocking(move || sample::outside_runnable_now(&req)).await
-        {
+        let cache = shared.fresh.clone();
+        let count = move || cache.get(|| sample::outside_runnable_now(&req));
+        if let Ok(fresh) = tokio::task::spawn_blocking(count).await {
             shared.lock().lower_outside(fresh);
         }
     }
