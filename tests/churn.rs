@@ -74,15 +74,7 @@ fn registrations_that_exit_at_once_cost_a_running_program_nothing() {
         "the running program was never allocated: {:#?}",
         status(&socket)
     );
-    // A running program, not one that arrived in the same rotation period as the churn: two
-    // programs that arrive together rotate between themselves (alloc::level2::equipartition),
-    // and a program is a newcomer for two periods (300 ms each by default). Sampling rounds
-    // come at most every 50 ms, so 16 of them span more than two periods.
-    let s0 = status(&socket).samples;
-    assert!(
-        wait_until(LONG, || status(&socket).samples >= s0 + 16),
-        "the manager stopped sampling"
-    );
+    wait_rounds(&socket, 16);
     let from = long.line_count();
     let ticks0 = cpu_ticks(mgr.pid());
     let hello = ClientMessage::Hello(Hello::new(2, "churn")).encode();
@@ -132,17 +124,36 @@ fn registrations_that_exit_at_once_cost_a_running_program_nothing() {
         churn_ticks * 10 <= 5 * u64::from(welcomed),
         "the manager used {churn_ticks} ticks for {welcomed} registrations"
     );
-    // And once they stopped, what a sampling round costs beside the running program: at most
-    // 3 ms a round over 40 rounds in this debug build, status requests included (measured
-    // 5–9 ticks; the ticks are 10 ms coarse, and a walk that ran away would take hundreds).
-    let s0 = status(&socket).samples;
-    let t0 = cpu_ticks(mgr.pid());
+    idle_cost_is_bounded(&socket, mgr.pid());
+}
+
+/// Wait for `n` sampling rounds. Used to make the running program a running program, not
+/// one that arrived in the same rotation period as the churn: two programs that arrive
+/// together rotate between themselves (`alloc::level2::equipartition`), and a program is a
+/// newcomer for two periods (300 ms each by default). Sampling rounds come at most every
+/// 50 ms, so 16 of them span more than two periods.
+fn wait_rounds(socket: &Path, n: u64) {
+    let s0 = status(socket).samples;
+    assert!(
+        wait_until(LONG, || status(socket).samples >= s0 + n),
+        "the manager stopped sampling"
+    );
+}
+
+/// Once the churn stopped, what a sampling round costs the manager beside the running
+/// program.
+fn idle_cost_is_bounded(socket: &Path, mgr: i32) {
+    // At most 3 ms a round over 40 rounds in this debug build, status requests included
+    // (measured 5–9 ticks; the ticks are 10 ms coarse, and a walk that ran away would take
+    // hundreds).
+    let s0 = status(socket).samples;
+    let t0 = cpu_ticks(mgr);
     // Looked at every 100 ms: each status request costs the manager CPU too.
     assert!(wait_until(LONG, || {
         std::thread::sleep(Duration::from_millis(100));
-        status(&socket).samples >= s0 + 40
+        status(socket).samples >= s0 + 40
     }));
-    let idle = cpu_ticks(mgr.pid()) - t0;
+    let idle = cpu_ticks(mgr) - t0;
     assert!(
         idle <= 12,
         "the manager used {idle} ticks in 40 sampling rounds after the churn"
