@@ -80,7 +80,9 @@ pub(crate) fn resolve(builder: Option<Option<Duration>>) -> Option<Duration> {
     if let Some(choice) = builder {
         return choice;
     }
-    let value = std::env::var_os(ENV)?;
+    let Some(value) = std::env::var_os(ENV) else {
+        return None;
+    };
     match parse_env(&value.to_string_lossy()) {
         Ok(choice) => choice,
         Err(why) => {
