@@ -24,10 +24,6 @@ use criterion::{criterion_group, BatchSize, Criterion};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-/// The interval of the "partita" columns: heartbeat is off by default (join/README.md §5),
-/// so the bench turns it on at the interval `PARTITA_HEARTBEAT_US=on` means.
-const HEARTBEAT: Duration = Duration::from_micros(100);
-
 /// A node of the tree-sum benchmark (as in Spice and chili).
 pub struct Node {
     val: u64,
@@ -211,7 +207,6 @@ impl Pools {
             partita: partita_runtime::ThreadPoolBuilder::new()
                 .num_threads(threads)
                 .process_control(partita_runtime::ProcessControl::Manual)
-                .heartbeat_interval(Some(HEARTBEAT))
                 .build()
                 .expect("partita pool"),
             eager: partita_runtime::ThreadPoolBuilder::new()
@@ -410,7 +405,7 @@ fn busy_shrink(runs: usize) {
         let b = partita_runtime::ThreadPoolBuilder::new()
             .num_threads(2)
             .process_control(partita_runtime::ProcessControl::Manual);
-        let b = b.heartbeat_interval(hb.then_some(HEARTBEAT));
+        let b = if hb { b } else { b.heartbeat_interval(None) };
         std::sync::Arc::new(b.build().expect("partita pool"))
     };
     let pools = [pool(false), pool(true)];
@@ -483,7 +478,6 @@ fn idle_cpu() {
     let p = partita_runtime::ThreadPoolBuilder::new()
         .num_threads(2)
         .process_control(partita_runtime::ProcessControl::Manual)
-        .heartbeat_interval(Some(HEARTBEAT))
         .build()
         .expect("partita pool");
     black_box(p.install(|| partita_algo::fib(25)));

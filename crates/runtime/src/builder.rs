@@ -409,9 +409,7 @@ impl<S> ThreadPoolBuilder<S> {
     /// How often each worker offers one of its pending `join` halves to thieves: every
     /// `interval` of busy time (heartbeat scheduling; `join/README.md`), or, with `None`,
     /// at every `join` (rayon-core's behaviour). Default: `PARTITA_HEARTBEAT_US` (microseconds,
-    /// `on` for 100 µs, or `off`) if set and valid, else off: a first half that blocks outside
-    /// the pool on its own pending second half deeper in a job would wait for a heartbeat its
-    /// worker never reaches (`join/README.md` §5). An interval outside 1 µs to 100 ms makes
+    /// or `off`) if set and valid, else 100 µs. An interval outside 1 µs to 100 ms makes
     /// `build` fail with an error naming the range. `breadth_first` pools always offer at
     /// once (their owner takes its oldest job first, which a local LIFO list cannot mimic).
     ///

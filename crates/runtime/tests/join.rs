@@ -142,11 +142,7 @@ fn producer_and_consumer_on_a_bounded_channel_in_two_halves() {
     // The first half blocks outside the pool until the second half consumes: rayon-core
     // runs this on two threads because the second half is stolen; with heartbeat the first
     // join of a job offers its half at once, so a thief still takes it.
-    let pool = ThreadPoolBuilder::new()
-        .num_threads(2)
-        .heartbeat_interval(Some(std::time::Duration::from_micros(100)))
-        .build()
-        .unwrap();
+    let pool = ThreadPoolBuilder::new().num_threads(2).build().unwrap();
     let (tx, rx) = std::sync::mpsc::sync_channel::<u32>(1);
     let (sent, got) = pool.join(
         move || (0..1000).map(|i| tx.send(i).unwrap()).count(),
@@ -166,11 +162,7 @@ fn heartbeat_offers_halves_of_a_busy_join_tree() {
         let (a, b) = join(|| tree(depth - 1), || tree(depth - 1));
         a + b
     }
-    let pool = ThreadPoolBuilder::new()
-        .num_threads(2)
-        .heartbeat_interval(Some(std::time::Duration::from_micros(100)))
-        .build()
-        .unwrap();
+    let pool = ThreadPoolBuilder::new().num_threads(2).build().unwrap();
     let elsewhere = AtomicBool::new(false);
     let rounds = pool.install(|| {
         let me = std::thread::current().id();

@@ -14,14 +14,7 @@ use std::time::{Duration, Instant};
 use crate::job::JobRef;
 use crate::registry::WorkerThread;
 
-/// The interval of a pool that turns heartbeat on without naming one (`PARTITA_HEARTBEAT_US=on`),
-/// chili's and Spice's, from the measurements in docs/bench/runtime.md (issue 29).
-///
-/// Heartbeat is **off by default** (README.md §5, "What differs"): a first half that blocks
-/// outside the pool on its own pending second half, deeper inside a job, hangs where
-/// rayon-core with two or more threads happens to work, and coarse programs through rayon
-/// (`par_sort`, map-reduce) were not shown to be no slower than rayon-core with it. A user
-/// who wants fine-grained joins fast turns it on, per pool or per process.
+/// The default interval, from the measurements in docs/bench/runtime.md (issue 29).
 pub(crate) const DEFAULT_INTERVAL: Duration = Duration::from_micros(100);
 /// The accepted range of intervals: below 1 µs the clock reads cost more than the joins
 /// they would save; above 100 ms a program would run sequentially for human-visible time.
@@ -48,20 +41,17 @@ pub(crate) fn check_interval(interval: Duration) -> Result<(), String> {
     }
 }
 
-/// The interval `PARTITA_HEARTBEAT_US` asks for: `Ok(None)` for `off`, [`DEFAULT_INTERVAL`]
-/// for `on`, or the error to warn about (naming the variable).
+/// The interval `PARTITA_HEARTBEAT_US` asks for: `Ok(None)` for `off`, or the error to warn
+/// about (naming the variable).
 pub(crate) fn parse_env(value: &str) -> Result<Option<Duration>, String> {
     let value = value.trim();
     if value == "off" {
         return Ok(None);
     }
-    if value == "on" {
-        return Ok(Some(DEFAULT_INTERVAL));
-    }
     let bad = |why: String| {
         format!(
             "{ENV}={value:?} is not a heartbeat interval ({why}); expected microseconds \
-             from {} to {}, `on` ({} µs) or `off`; heartbeat stays off",
+             from {} to {} or `off`; using the default {} µs",
             MIN_INTERVAL.as_micros(),
             MAX_INTERVAL.as_micros(),
             DEFAULT_INTERVAL.as_micros()
@@ -73,22 +63,21 @@ pub(crate) fn parse_env(value: &str) -> Result<Option<Duration>, String> {
     Ok(Some(d))
 }
 
-/// The interval for a pool: the builder's choice, else the environment's, else none (off by
-/// default, see [`DEFAULT_INTERVAL`]). A bad environment value is reported once per process
-/// on stderr and ignored.
+/// The interval for a pool: the builder's choice, else the environment's, else the default.
+/// A bad environment value is reported once per process on stderr and ignored.
 pub(crate) fn resolve(builder: Option<Option<Duration>>) -> Option<Duration> {
     if let Some(choice) = builder {
         return choice;
     }
     let Some(value) = std::env::var_os(ENV) else {
-        return None;
+        return Some(DEFAULT_INTERVAL);
     };
     match parse_env(&value.to_string_lossy()) {
         Ok(choice) => choice,
         Err(why) => {
             static SAID: std::sync::Once = std::sync::Once::new();
             SAID.call_once(|| eprintln!("partita: {why}"));
-            None
+            Some(DEFAULT_INTERVAL)
         }
     }
 }
@@ -289,12 +278,11 @@ mod tests {
     #[test]
     fn env_values() {
         assert_eq!(parse_env("off"), Ok(None));
-        assert_eq!(parse_env("on"), Ok(Some(DEFAULT_INTERVAL)));
         assert_eq!(parse_env(" 250 "), Ok(Some(Duration::from_micros(250))));
         for bad in ["0", "100001", "-5", "1e3", "", "fast"] {
             let err = parse_env(bad).unwrap_err();
             assert!(
-                err.contains(ENV) && err.contains("heartbeat stays off"),
+                err.contains(ENV) && err.contains("using the default"),
                 "{err}"
             );
         }
