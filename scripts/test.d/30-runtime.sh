@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
 # partita-runtime extra suites:
 #  1. loom model checks of the sleep / wake-up / suspension protocol (crates/runtime/src/sleep/README.md)
-#     of the workers' deque (crates/runtime/src/deque/README.md) and of heartbeat promotion vs
-#     steal (crates/runtime/src/join/README.md), then the deque's unit tests
+#     and of the workers' deque (crates/runtime/src/deque/README.md), then the deque's unit tests
 #     under Miri when the nightly Miri component is installed;
 #  2. the target-churn stress test at 10^5 tasks in release mode (the 10^6 variant is
 #     `cargo test -p partita-runtime --release --test process_control -- --ignored`).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-echo "-- runtime: loom (sleep protocol, deque, join promotion)"
+echo "-- runtime: loom (sleep protocol, deque)"
 CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
   cargo test -p partita-runtime --lib --release -- loom_
 

@@ -26,8 +26,6 @@ pub(crate) enum ErrorKind {
     IOError(io::Error),
     ReadyQueues(ConfigError),
     StaticNeedsStandalone,
-    /// `heartbeat_interval` out of range (the message names the range).
-    HeartbeatInterval(String),
 }
 
 impl ThreadPoolBuildError {
@@ -57,7 +55,6 @@ impl fmt::Display for ThreadPoolBuildError {
                 "ready_queues: the Static dequeue policy needs ProcessControl::Standalone \
                  (a suspended worker's queue would have no consumer)",
             ),
-            ErrorKind::HeartbeatInterval(why) => f.write_str(why),
         }
     }
 }
