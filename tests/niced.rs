@@ -128,6 +128,15 @@ fn a_niced_program_does_not_hide_a_nice_0_loop() {
         return;
     };
     settle(&socket, p.pid(), 8);
+    // Processes of the test before this one may still be exiting (outside load for a few
+    // rounds): start counting once the program holds both CPUs.
+    assert!(
+        wait_for_status(&socket, |s| s.app_by_pid(p.pid()).map(|a| a.target)
+            == Some(2))
+        .is_some(),
+        "a lone niced program never held both CPUs: {:#?}",
+        status(&socket)
+    );
     let alone = targets_over_samples(&socket, p.pid(), 20);
     let full = alone.iter().filter(|&&t| t == 2).count();
     assert!(
