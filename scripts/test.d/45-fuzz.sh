@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Short coverage-guided fuzzing run (issue 12): cargo-fuzz (libFuzzer, AddressSanitizer,
-# overflow checks) on the two targets of fuzz/, each for FUZZ_SECONDS (default 40) from the
+# overflow checks) on the two targets of fuzz/, each for FUZZ_SECONDS (default 25; 40 until CI reached 30 min) from the
 # committed seeds. Installs a minimal nightly toolchain and cargo-fuzz when missing. If either
 # cannot be installed, it says so and runs the stable stand-ins instead (the mutation fuzzer of
 # the wire decoders and the manager's random-session test), which are not coverage-guided.
@@ -9,7 +9,7 @@
 #     -runs=1000000 -timeout=10 -max_len=16384 [-detect_leaks=0 for session]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-seconds=${FUZZ_SECONDS:-40}
+seconds=${FUZZ_SECONDS:-25}
 
 fallback() {
   echo "!! fuzz: $1" >&2
