@@ -104,6 +104,18 @@ struct AppLabels {
     partition: String,
 }
 
+impl AppLabels {
+    /// The labels of one application of a status snapshot.
+    fn of(a: &crate::status::AppStatus) -> AppLabels {
+        AppLabels {
+            app: a.name.clone(),
+            id: a.id,
+            pid: a.pid,
+            partition: a.partition.clone(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SourceLabels {
     partition: String,
@@ -274,12 +286,7 @@ fn encode_apps(reg: &mut Registry, status: &Status, telemetry: &Telemetry) {
         "CPUs taken from the application while it still demanded them",
     );
     for a in &status.applications {
-        let l = AppLabels {
-            app: a.name.clone(),
-            id: a.id,
-            pid: a.pid,
-            partition: a.partition.clone(),
-        };
+        let l = AppLabels::of(a);
         alloc.get_or_create(&l).set(i64::from(a.target));
         demand.get_or_create(&l).set(i64::from(a.demand));
         active.get_or_create(&l).set(i64::from(a.active));
@@ -335,12 +342,7 @@ fn encode_memory(reg: &mut Registry, status: &Status) {
         "Resident pages of the application per NUMA node",
     );
     for a in &status.applications {
-        let l = AppLabels {
-            app: a.name.clone(),
-            id: a.id,
-            pid: a.pid,
-            partition: a.partition.clone(),
-        };
+        let l = AppLabels::of(a);
         moved.get_or_create(&l).inc_by(a.memory_moved_bytes);
         for (node, p) in &a.pages_per_node {
             let l = NodeLabels {
