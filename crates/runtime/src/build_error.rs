@@ -26,6 +26,8 @@ pub(crate) enum ErrorKind {
     IOError(io::Error),
     ReadyQueues(ConfigError),
     StaticNeedsStandalone,
+    /// `heartbeat_interval` out of range (the message names the range).
+    HeartbeatInterval(String),
 }
 
 impl ThreadPoolBuildError {
@@ -55,6 +57,7 @@ impl fmt::Display for ThreadPoolBuildError {
                 "ready_queues: the Static dequeue policy needs ProcessControl::Standalone \
                  (a suspended worker's queue would have no consumer)",
             ),
+            ErrorKind::HeartbeatInterval(why) => f.write_str(why),
         }
     }
 }

@@ -3,6 +3,7 @@
 use std::any::Any;
 use std::fmt;
 use std::io;
+use std::time::Duration;
 
 pub(crate) use crate::build_error::ErrorKind;
 pub use crate::build_error::ThreadPoolBuildError;
@@ -42,6 +43,7 @@ pub struct ThreadPoolBuilder<S = DefaultSpawn> {
     ready_queues: Option<Policies>,
     pub(crate) spawn_handler: S,
     pub(crate) numa_follow: Option<bool>,
+    heartbeat: Option<Option<Duration>>,
 }
 
 // Not derived: the derive would ask for `S: Default` and leave `S` ambiguous in `new()`.
@@ -60,6 +62,7 @@ impl Default for ThreadPoolBuilder {
             ready_queues: None,
             spawn_handler: DefaultSpawn,
             numa_follow: None,
+            heartbeat: None,
         }
     }
 }
@@ -180,6 +183,7 @@ impl<S> ThreadPoolBuilder<S> {
             process_control: self.process_control,
             ready_queues: self.ready_queues,
             numa_follow: self.numa_follow,
+            heartbeat: self.heartbeat,
         }
     }
 
@@ -210,6 +214,15 @@ impl<S> ThreadPoolBuilder<S> {
             Some(n @ 1..) => n,
             _ => cpus(),
         }
+    }
+
+    /// The heartbeat interval the pool uses (`heartbeat_interval`, else the environment).
+    pub(crate) fn heartbeat_interval_of(&self) -> Result<Option<Duration>, ThreadPoolBuildError> {
+        if let Some(Some(d)) = self.heartbeat {
+            crate::join::heartbeat::check_interval(d)
+                .map_err(|why| ThreadPoolBuildError::new(ErrorKind::HeartbeatInterval(why)))?;
+        }
+        Ok(crate::join::heartbeat::resolve(self.heartbeat))
     }
 
     pub(crate) fn get_thread_name(&mut self, index: usize) -> Option<String> {
@@ -390,6 +403,30 @@ impl<S> ThreadPoolBuilder<S> {
     /// ```
     pub fn numa_follow(mut self, follow: bool) -> Self {
         self.numa_follow = Some(follow);
+        self
+    }
+
+    /// How often each worker offers one of its pending `join` halves to thieves: every
+    /// `interval` of busy time (heartbeat scheduling; `join/README.md`), or, with `None`,
+    /// at every `join` (rayon-core's behaviour). Default: `PARTITA_HEARTBEAT_US` (microseconds,
+    /// `on` for 100 µs, or `off`) if set and valid, else off: a first half that blocks outside
+    /// the pool on its own pending second half deeper in a job would wait for a heartbeat its
+    /// worker never reaches (`join/README.md` §5). An interval outside 1 µs to 100 ms makes
+    /// `build` fail with an error naming the range. `breadth_first` pools always offer at
+    /// once (their owner takes its oldest job first, which a local LIFO list cannot mimic).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use partita_runtime::ThreadPoolBuilder;
+    /// let pool = ThreadPoolBuilder::new()
+    ///     .heartbeat_interval(Some(Duration::from_micros(200))).build().unwrap();
+    /// assert_eq!(pool.join(|| 1, || 2), (1, 2));
+    /// let err = ThreadPoolBuilder::new().heartbeat_interval(Some(Duration::ZERO))
+    ///     .build().unwrap_err();
+    /// assert!(err.to_string().contains("heartbeat_interval"));
+    /// ```
+    pub fn heartbeat_interval(mut self, interval: Option<Duration>) -> Self {
+        self.heartbeat = Some(interval);
         self
     }
 

@@ -80,6 +80,8 @@ pub(crate) struct Registry {
     pub(crate) started: Instant,
     /// Node-aware memory registered with the pool (`numa`).
     pub(crate) numa: Arc<crate::numa::PoolNuma>,
+    /// The workers' heartbeat interval; `None`: every join half is stealable at once.
+    pub(crate) heartbeat: Option<Duration>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -163,6 +165,7 @@ impl Registry {
             })
             .unzip();
 
+        let heartbeat = builder.heartbeat_interval_of()?;
         let ready = ReadyQueues::new(n, builder.policies_for(n))
             .map_err(|e| ThreadPoolBuildError::new(ErrorKind::ReadyQueues(e)))?;
         if builder.process_control != ProcessControl::Standalone
@@ -195,6 +198,7 @@ impl Registry {
             numa: Arc::new(crate::numa::PoolNuma::new(
                 builder.numa_follow != Some(false),
             )),
+            heartbeat,
         });
 
         let t1000 = Terminator(&registry);

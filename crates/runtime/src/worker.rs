@@ -32,6 +32,7 @@ use partita_queues::XorShift64;
 use crate::control::{BusyClock, Follower};
 use crate::deque::{Steal, Stealer, Worker};
 use crate::job::{JobFifo, JobRef};
+use crate::join::heartbeat::Heartbeat;
 use crate::latch::{AsCoreLatch, CoreLatch, Latch};
 use crate::ready::WorkerQueues;
 use crate::registry::Registry;
@@ -89,6 +90,8 @@ pub(crate) struct WorkerThread {
     pub(crate) queues: WorkerQueues,
     /// The manager's page as this worker follows it at safe points (`control/follow.rs`).
     pub(crate) follow: Follower,
+    /// Un-promoted `join` halves and the heartbeat that promotes them (`join/README.md`).
+    pub(crate) heartbeat: Heartbeat,
 }
 
 thread_local! {
@@ -108,6 +111,8 @@ impl From<WorkerSeed> for WorkerThread {
             .stealer
             .set(worker.stealer());
         debug_assert!(published.is_ok(), "worker {} started twice", seed.index);
+        // A `breadth_first` owner pops its oldest job first: no local LIFO list there.
+        let heartbeat = Heartbeat::new(seed.registry.heartbeat.filter(|_| !seed.breadth_first));
         WorkerThread {
             worker,
             broadcast: seed.broadcast,
@@ -118,6 +123,7 @@ impl From<WorkerSeed> for WorkerThread {
             registry: seed.registry,
             cpus_epoch: Cell::new(0),
             follow: Follower::default(),
+            heartbeat,
         }
     }
 }
@@ -185,9 +191,10 @@ impl WorkerThread {
         self.push(r);
     }
 
+    /// No job in the local deque and no un-promoted `join` half.
     #[inline]
     pub(crate) fn local_deque_is_empty(&self) -> bool {
-        self.worker.is_empty()
+        self.worker.is_empty() && !self.has_pending()
     }
 
     /// Pop from the local deque, then from this worker's broadcast queue.
@@ -237,6 +244,7 @@ impl WorkerThread {
     /// Execute a job and count it.
     #[inline]
     pub(crate) fn execute(&self, job: JobRef) {
+        self.heartbeat.rearm();
         // SAFETY: every JobRef in our queues was pushed once and is taken once (the deques
         // and ready queues hand each element to exactly one taker); its owner keeps it alive
         // until it has run.
@@ -277,6 +285,7 @@ impl WorkerThread {
     }
 
     pub(crate) fn yield_now(&self) -> Yield {
+        self.promote_all();
         match self.find_work() {
             Some(job) => {
                 self.execute(job);
@@ -287,6 +296,7 @@ impl WorkerThread {
     }
 
     pub(crate) fn yield_local(&self) -> Yield {
+        self.promote_all();
         match self.take_local_job() {
             Some(job) => {
                 self.execute(job);
@@ -310,6 +320,9 @@ impl WorkerThread {
     fn wait_until_cold(&self, latch: &CoreLatch) {
         // A panic here would leave the latch's owner waiting on freed memory.
         let abort_guard = unwind::AbortIfPanic;
+        // Our un-promoted join halves become stealable (and runnable by this loop), as
+        // rayon-core's deque would hold them: a waiting worker exposes all its work.
+        self.promote_all();
         while !latch.probe() {
             // Between two jobs: apply a page change (`control/follow.rs`), so a revocation's
             // target is set without waiting for the client thread, then park here if it

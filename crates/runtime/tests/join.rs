@@ -134,3 +134,115 @@ fn deep_recursion_counts_every_leaf() {
     pool.install(|| count(14, &n));
     assert_eq!(n.load(Ordering::Relaxed), 1 << 14);
 }
+
+// Heartbeat promotion (issue 29, crates/runtime/src/join/README.md).
+
+#[test]
+fn producer_and_consumer_on_a_bounded_channel_in_two_halves() {
+    // The first half blocks outside the pool until the second half consumes: rayon-core
+    // runs this on two threads because the second half is stolen; with heartbeat the first
+    // join of a job offers its half at once, so a thief still takes it.
+    let pool = ThreadPoolBuilder::new()
+        .num_threads(2)
+        .heartbeat_interval(Some(std::time::Duration::from_micros(100)))
+        .build()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::sync_channel::<u32>(1);
+    let (sent, got) = pool.join(
+        move || (0..1000).map(|i| tx.send(i).unwrap()).count(),
+        move || rx.iter().count(),
+    );
+    assert_eq!((sent, got), (1000, 1000));
+}
+
+#[test]
+fn heartbeat_offers_halves_of_a_busy_join_tree() {
+    // One worker runs a long tree of joins; a later second half must reach the other
+    // worker (promoted by a heartbeat, never by a waiting owner: the owner never waits).
+    fn tree(depth: u32) -> u64 {
+        if depth == 0 {
+            return 1;
+        }
+        let (a, b) = join(|| tree(depth - 1), || tree(depth - 1));
+        a + b
+    }
+    let pool = ThreadPoolBuilder::new()
+        .num_threads(2)
+        .heartbeat_interval(Some(std::time::Duration::from_micros(100)))
+        .build()
+        .unwrap();
+    let elsewhere = AtomicBool::new(false);
+    let rounds = pool.install(|| {
+        let me = std::thread::current().id();
+        // The first join of the job offers its half at once: spend it.
+        join(|| (), || ());
+        let mut rounds = 0u64;
+        while !elsewhere.load(Ordering::SeqCst) {
+            rounds += 1;
+            let (n, ()) = join(
+                || tree(14),
+                || {
+                    if std::thread::current().id() != me {
+                        elsewhere.store(true, Ordering::SeqCst);
+                    }
+                },
+            );
+            assert_eq!(n, 1 << 14);
+        }
+        rounds
+    });
+    assert!(rounds >= 1);
+}
+
+#[test]
+fn pending_halves_count_as_pending_tasks() {
+    fn nest(depth: u32) -> bool {
+        if depth == 0 {
+            return partita_runtime::current_thread_has_pending_tasks() == Some(true);
+        }
+        join(|| nest(depth - 1), || true).0
+    }
+    for hb in [None, Some(std::time::Duration::from_micros(100))] {
+        let pool = ThreadPoolBuilder::new()
+            .num_threads(1)
+            .heartbeat_interval(hb)
+            .build()
+            .unwrap();
+        assert!(pool.install(|| nest(6)), "heartbeat {hb:?}");
+        assert_eq!(
+            pool.install(|| pool.current_thread_has_pending_tasks()),
+            Some(false)
+        );
+    }
+}
+
+#[test]
+fn heartbeat_interval_out_of_range_is_a_build_error() {
+    use std::time::Duration;
+    for bad in [
+        Duration::ZERO,
+        Duration::from_nanos(999),
+        Duration::from_secs(3600),
+    ] {
+        let err = ThreadPoolBuilder::new()
+            .heartbeat_interval(Some(bad))
+            .build()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("heartbeat_interval") && err.contains("100ms"),
+            "{err}"
+        );
+    }
+    for good in [
+        Some(Duration::from_micros(1)),
+        Some(Duration::from_millis(100)),
+        None,
+    ] {
+        let pool = ThreadPoolBuilder::new()
+            .num_threads(2)
+            .heartbeat_interval(good)
+            .build();
+        assert_eq!(pool.unwrap().join(|| 1, || 2), (1, 2));
+    }
+}

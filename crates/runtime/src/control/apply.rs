@@ -265,6 +265,7 @@ impl WorkerThread {
 
     /// At a wait inside a job: park here, unless an included worker between top-level jobs
     /// takes our exclusion instead ([`Registry::take_place`]), or we are not excluded.
+    #[inline]
     pub(crate) fn must_park_in_wait(&self) -> bool {
         self.should_park_in_wait() && !self.registry.take_place(self.index, false)
     }
