@@ -364,6 +364,14 @@ impl Registry {
         self.note_injected();
     }
 
+    /// A broadcast job waits for worker `w` (it has not taken it yet). Its owner marks itself
+    /// not between jobs before it takes one (`WorkerThread::take_broadcast`), so a worker
+    /// seen here with an empty queue and between jobs has no broadcast job in hand.
+    pub(crate) fn broadcast_waits_for(&self, w: usize) -> bool {
+        let broadcasts = self.broadcasts.lock().unwrap_or_else(|p| p.into_inner());
+        broadcasts.get(w).is_some_and(|q| !q.is_empty())
+    }
+
     /// Broadcast jobs not yet taken (a hint, for the demand estimate).
     pub(crate) fn queued_broadcasts(&self) -> usize {
         let broadcasts = self.broadcasts.lock().unwrap_or_else(|p| p.into_inner());

@@ -211,6 +211,11 @@ impl WorkerThread {
         if self.broadcast.is_empty() {
             return None;
         }
+        // Not between jobs from here on (the caller runs the job as a top-level one, which
+        // sets it back after, or inside a wait, where it was already false): a trade that
+        // sees the queue empty after our steal sees this too (the steal's CAS releases it),
+        // so it never picks a worker about to run a broadcast job it must run even excluded.
+        self.set_between(false);
         loop {
             match self.broadcast.steal() {
                 Steal::Success(job) => return Some(job),

@@ -185,6 +185,72 @@ fn a_revoked_worker_parks_inside_a_scope() {
     });
 }
 
+/// A worker with a broadcast job still to take is no partner for a revoked worker's trade:
+/// it runs that job wherever its place is, so a trade would leave both running. Worker 0 is
+/// held in its start handler (between jobs, not asleep) while the broadcast reaches both
+/// workers; worker 1 runs a join tree in its broadcast job. Once the target drops to 1,
+/// worker 1 must park at its next join — or, if it traded its place, it runs on. Which of
+/// the two happened is decided by counts, not time: parked, or 512 more leaves on worker 1.
+/// (In CI the same race came from a worker slow to wake up for its broadcast job.)
+#[test]
+fn a_worker_a_broadcast_waits_for_takes_no_revoked_place() {
+    const LEAVES: usize = 1 << 14;
+    let gate = Arc::new(AtomicBool::new(false));
+    let p = {
+        let gate = gate.clone();
+        ThreadPoolBuilder::new()
+            .num_threads(2)
+            .process_control(ProcessControl::Manual)
+            .start_handler(move |i| {
+                while i == 0 && !gate.load(Ordering::SeqCst) {
+                    std::thread::yield_now();
+                }
+            })
+            .build()
+            .unwrap()
+    };
+    let leaves = [AtomicUsize::new(0), AtomicUsize::new(0)];
+    let release = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while leaves[1].load(Ordering::SeqCst) < 50 {
+                std::thread::yield_now();
+            }
+            p.set_target_workers(1);
+            let at_drop = leaves[1].load(Ordering::SeqCst);
+            let ran_on = || leaves[1].load(Ordering::SeqCst) >= at_drop + 512;
+            while p.active_workers() != 1 && !ran_on() {
+                std::thread::yield_now();
+            }
+            let parked = p.active_workers() == 1;
+            let on_1 = leaves[1].load(Ordering::SeqCst);
+            gate.store(true, Ordering::SeqCst);
+            // Worker 0 now takes its broadcast job (included, it stays active): worker 1
+            // stays parked while it runs.
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_millis(20) {
+                std::thread::yield_now();
+            }
+            let later = leaves[1].load(Ordering::SeqCst);
+            p.set_target_workers(2);
+            release.store(true, Ordering::SeqCst);
+            assert!(parked, "worker 1 traded its place with worker 0 and ran on");
+            assert_eq!(on_1, later, "worker 1 ran leaves while parked");
+        });
+        p.broadcast(|ctx| {
+            if ctx.index() == 0 {
+                while !release.load(Ordering::SeqCst) {
+                    std::thread::yield_now();
+                }
+            } else {
+                join_tree(14, &leaves);
+            }
+        });
+    });
+    let total = leaves[0].load(Ordering::SeqCst) + leaves[1].load(Ordering::SeqCst);
+    assert_eq!(total, LEAVES);
+}
+
 /// Every leaf of join trees runs exactly once while the target changes every few
 /// microseconds: workers park and resume inside `join` waits.
 #[test]

@@ -153,7 +153,11 @@ impl Registry {
             return true; // the target rose meanwhile
         }
         let fixed = self.borrowed_thread0.then_some(0);
-        let Some(j) = self.control.slots.trade(index, t, fixed, resumed) else {
+        let Some(j) = self
+            .control
+            .slots
+            .trade(index, t, fixed, resumed, |w| self.broadcast_waits_for(w))
+        else {
             return false;
         };
         control::hop!("trade", worker = index, with = j);

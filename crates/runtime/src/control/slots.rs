@@ -72,22 +72,26 @@ impl Slots {
     }
 
     /// Give worker `excluded` (whose place is at or above `target`) the place of an included
-    /// worker between jobs, never `fixed` (a pool's borrowed worker 0). Returns the worker
-    /// that now holds the excluded place, or `None` (no such partner: `excluded` parks).
-    /// The caller holds `Control::change`.
+    /// worker between jobs, never `fixed` (a pool's borrowed worker 0) nor one for which
+    /// `bound(w)` holds (a broadcast job waits for it: it runs that job wherever its place
+    /// is, so it would not park). Returns the worker that now holds the excluded place, or
+    /// `None` (no such partner: `excluded` parks). The caller holds `Control::change`.
     pub(crate) fn trade(
         &self,
         excluded: usize,
         target: usize,
         fixed: Option<usize>,
         resumed: bool,
+        bound: impl Fn(usize) -> bool,
     ) -> Option<usize> {
         let mut at = lock(&self.at);
         // A worker resumed to continue its own job takes a place from any included worker
         // (which gives it up at its next safe point) when none is between jobs.
-        let between = |w: usize| self.between[w].load(Ordering::Relaxed);
+        // The queue first: a worker clears `between` before it takes its broadcast job, so
+        // once its queue is seen empty, `between` is read after its clearing (loom below).
+        let between = |w: usize| !bound(w) && self.between[w].load(Ordering::Relaxed);
         let j = match partner(excluded, target, &at, between, fixed) {
-            None if resumed => partner(excluded, target, &at, |_| true, fixed),
+            None if resumed => partner(excluded, target, &at, |w| !bound(w), fixed),
             found => found,
         }?;
         let (p, q) = (self.place(excluded), self.place(j));
@@ -148,10 +152,25 @@ mod tests {
         s.set_between(1, false);
         // Target 2: worker 2 is excluded and about to park inside a job; worker 1 holds a
         // job, worker 0 is between jobs.
-        assert_eq!(s.trade(2, 2, None, false), Some(0));
+        assert_eq!(s.trade(2, 2, None, false, |_| false), Some(0));
         assert_eq!((s.place(0), s.place(1), s.place(2)), (2, 1, 0));
         assert_eq!(s.workers_at(0..2), vec![2, 1]);
         assert_eq!(s.workers_at(2..3), vec![0]);
+    }
+
+    #[test]
+    fn a_worker_a_broadcast_waits_for_is_no_partner() {
+        // Target 1 of 2: worker 0 is between jobs but has a broadcast job to run, which it
+        // runs wherever its place is: trading would leave two workers running. Worker 1
+        // parks instead (a_revoked_worker_parks_inside_a_join_tree, tests/process_control.rs).
+        let s = Slots::new(2);
+        s.set_between(1, false);
+        assert_eq!(s.trade(1, 1, None, false, |w| w == 0), None);
+        // Resumed to continue its own job, worker 1 does not take it either.
+        assert_eq!(s.trade(1, 1, None, true, |w| w == 0), None);
+        assert_eq!((s.place(0), s.place(1)), (0, 1));
+        // Once the broadcast job is taken (and done), worker 0 is a partner again.
+        assert_eq!(s.trade(1, 1, None, false, |_| false), Some(0));
     }
 
     proptest! {
@@ -171,7 +190,7 @@ mod tests {
                     continue; // only an excluded worker trades
                 }
                 let before: Vec<bool> = (0..n).map(|i| s.between[i].load(Ordering::Relaxed)).collect();
-                if let Some(j) = s.trade(w, t, None, false) {
+                if let Some(j) = s.trade(w, t, None, false, |_| false) {
                     prop_assert!(before[j] && j != w);
                     prop_assert!(s.place(w) < t && s.place(j) >= t);
                 }
@@ -241,7 +260,7 @@ mod loom_tests {
             };
             let traded = {
                 let _g = lock(&change);
-                let j = slots.trade(1, 1, None, false);
+                let j = slots.trade(1, 1, None, false, |_| false);
                 // Suspended in place: the pool's bookkeeping counts it (`Registry::suspended`).
                 if j.is_some_and(|j| sleep.suspend_sleeper(j, false)) {
                     suspended.store(true, SeqCst);
@@ -256,6 +275,38 @@ mod loom_tests {
             done.store(true, SeqCst);
             sleep.notify_worker(0);
             w0.join().unwrap();
+        });
+    }
+
+    /// Worker 0 takes the broadcast job addressed to it (`WorkerThread::take_broadcast`:
+    /// clear `between`, then steal from its queue, a CAS as crossbeam's), while worker 1,
+    /// excluded inside a job, looks for a partner (`Registry::take_place`: under `change`,
+    /// the queue must be empty, as crossbeam's `is_empty` reads it, and `between` set). A
+    /// worker running a broadcast job runs it wherever its place is: whatever the
+    /// interleaving, worker 0 does not both take its broadcast job and lose its place.
+    #[test]
+    fn loom_a_worker_taking_its_broadcast_job_is_no_partner() {
+        loom::model(|| {
+            let slots = Arc::new(Slots::new(2));
+            // The broadcast queue's length: one job addressed to worker 0.
+            let queued = Arc::new(AtomicUsize::new(1));
+            let w0 = {
+                let (slots, queued) = (slots.clone(), queued.clone());
+                thread::spawn(move || {
+                    slots.set_between(0, false);
+                    queued
+                        .compare_exchange(1, 0, SeqCst, std::sync::atomic::Ordering::Relaxed)
+                        .is_ok()
+                })
+            };
+            let traded = slots
+                .trade(1, 1, None, false, |_| queued.load(SeqCst) != 0)
+                .is_some();
+            assert!(w0.join().unwrap(), "only worker 0 takes its broadcast job");
+            assert!(
+                !traded,
+                "worker 0 lost its place while taking its broadcast job"
+            );
         });
     }
 }
