@@ -104,6 +104,11 @@ fn export_to_client(args: &ProbeArgs) {
 
 fn run_pool(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
     export_to_client(args);
+    // The mask the program started with, read before the pool registers: a manager that
+    // confines it at registration may already have narrowed this thread by the time the
+    // churn starts (in a quiet workspace run the churn's threads then pinned themselves
+    // inside, and tests/processes.rs never saw one to narrow).
+    let started_on = partita_manager::sys::get_affinity(0).ok();
     let pool = partita_runtime::ThreadPoolBuilder::new()
         .num_threads(args.pool as usize)
         .build()?;
@@ -119,7 +124,7 @@ fn run_pool(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
         stop.clone(),
     );
     if let Some(ms) = args.churn_threads_ms {
-        churn_threads(Duration::from_millis(ms), stop.clone());
+        churn_threads(started_on, Duration::from_millis(ms), stop.clone());
     }
     let rx = stdin_lines();
     let mut out = std::io::stdout();
@@ -210,10 +215,9 @@ fn drive(
 }
 
 /// `--churn-threads-ms`: threads created one after another until `stop`, each pinned back to
-/// the mask the process started with (read now, before any allocation narrows this thread)
-/// and living `life`; at most 8 at a time.
-fn churn_threads(life: Duration, stop: Arc<AtomicBool>) {
-    let start = partita_manager::sys::get_affinity(0).ok();
+/// `start`, the mask the process started with (read before the pool registered), and living
+/// `life`; at most 8 at a time.
+fn churn_threads(start: Option<partita_protocol::CpuSet>, life: Duration, stop: Arc<AtomicBool>) {
     std::thread::spawn(move || {
         let mut live = std::collections::VecDeque::new();
         while !stop.load(Ordering::Relaxed) {
