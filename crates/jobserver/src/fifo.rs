@@ -177,7 +177,11 @@ impl Drop for TokenPipe {
 }
 
 /// A fresh fifo path for this process: `$XDG_RUNTIME_DIR` if set, else the temporary
-/// directory; `partita-jobserver-<pid>-<n>.fifo`.
+/// directory; `partita-jobserver-<pid>-<n>.fifo`. A fifo already there under this name was
+/// left by a process that had our pid and was killed before it could remove it (SIGKILL):
+/// nobody else names a fifo with our pid, so it is removed. Before, such a leftover made a
+/// later `partita run` fail once pids wrapped around ("fifo … already exists", seen in a
+/// workspace test run on a machine where tests had killed servers all day).
 ///
 /// ```
 /// let a = partita_jobserver::fifo::default_path();
@@ -190,9 +194,46 @@ pub fn default_path() -> PathBuf {
         .map(PathBuf::from)
         .filter(|d| d.is_dir())
         .unwrap_or_else(std::env::temp_dir);
-    dir.join(format!(
-        "partita-jobserver-{}-{}.fifo",
-        std::process::id(),
+    fresh_path(&dir, std::process::id(), || {
         N.fetch_add(1, Ordering::Relaxed)
-    ))
+    })
+}
+
+/// The first `partita-jobserver-<pid>-<n>.fifo` in `dir` (`n` from `next`) that is free, or
+/// held by a leftover fifo, which is removed. Anything else under a name (or a fifo we may
+/// not remove) is left alone and the next name tried.
+fn fresh_path(dir: &Path, pid: u32, mut next: impl FnMut() -> u32) -> PathBuf {
+    use std::os::unix::fs::FileTypeExt;
+    loop {
+        let path = dir.join(format!("partita-jobserver-{pid}-{}.fifo", next()));
+        match std::fs::symlink_metadata(&path) {
+            Err(_) => return path,
+            Ok(m) if m.file_type().is_fifo() && std::fs::remove_file(&path).is_ok() => return path,
+            Ok(_) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod default_path_tests {
+    use super::*;
+
+    #[test]
+    fn a_leftover_fifo_is_removed_and_a_regular_file_is_skipped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let named = |k: u32| dir.path().join(format!("partita-jobserver-7-{k}.fifo"));
+        nix::unistd::mkfifo(&named(0), Mode::S_IRUSR | Mode::S_IWUSR).expect("mkfifo");
+        std::fs::write(named(1), b"not a fifo").expect("write");
+        let mut n = 0;
+        let mut next = || {
+            n += 1;
+            n - 1
+        };
+        // Name 0: a leftover fifo, removed and used.
+        assert_eq!(fresh_path(dir.path(), 7, &mut next), named(0));
+        assert!(!named(0).exists());
+        // Name 1 is a regular file: skipped, not removed; name 2 is free.
+        assert_eq!(fresh_path(dir.path(), 7, &mut next), named(2));
+        assert!(named(1).exists());
+    }
 }
