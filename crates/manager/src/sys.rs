@@ -280,7 +280,10 @@ pub struct ProcRunnable {
 /// Every process of the system with its runnable threads at nice ≤ 0: one read of
 /// `/proc/<pid>/stat` and of each `/proc/<pid>/task/<tid>/stat` (a few hundred small reads on
 /// a typical machine, so for registrations, not for every sample). Processes and threads
-/// that exit during the walk are skipped.
+/// that exit during the walk are skipped, and so are kernel threads (`kthreadd`, pid 2, and
+/// its children): a writeback or block-layer worker runnable across the three readings of a
+/// busy disk is not a process that wants a CPU against a program (they were the only nice-0
+/// threads in 7 of 300 walks beside a build).
 ///
 /// ```
 /// let me = std::process::id() as i32;
@@ -290,6 +293,8 @@ pub struct ProcRunnable {
 /// assert!(mine.ppid > 0);
 /// ```
 pub fn foreground_runnable() -> Vec<ProcRunnable> {
+    /// The kernel's thread creator, parent of every kernel thread.
+    const KTHREADD: i32 = 2;
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -299,6 +304,9 @@ pub fn foreground_runnable() -> Vec<ProcRunnable> {
         let Some(ppid) = parent_pid(pid) else {
             continue;
         };
+        if pid == KTHREADD || ppid == KTHREADD {
+            continue;
+        }
         let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
             continue;
         };

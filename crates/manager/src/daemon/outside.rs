@@ -60,6 +60,25 @@ impl OutsideUse {
         self.now >= MIN_OUTSIDE_CPUS_NOW || self.avg >= MIN_OUTSIDE_CPUS
     }
 
+    /// The gate is open only by the average of a load that has stopped: outside threads
+    /// used less than [`MIN_OUTSIDE_CPUS_NOW`] in the last sample, under half their average.
+    /// Then a walk of `/proc` says whether any outside thread still wants a CPU
+    /// ([`OutsideUse::forget`] if none): without it, the ~400 ms the average takes to
+    /// decay let any thread caught runnable at a sample (a shell, a status request) count
+    /// as a CPU of outside demand right after a busy process exited (issue 26 item 3).
+    pub(crate) fn fading(self) -> bool {
+        self.real() && self.now < MIN_OUTSIDE_CPUS_NOW && self.now < self.avg / 2.0
+    }
+
+    /// The outside load the average remembers is gone (no outside thread wants a CPU): keep
+    /// only the last sample's use.
+    pub(crate) fn forget(self) -> OutsideUse {
+        OutsideUse {
+            now: self.now,
+            avg: self.now,
+        }
+    }
+
     /// How many outside runnable threads this use can stand for: the average use, less a
     /// tick's slack, rounded up; at least 1.
     pub(crate) fn cap(self) -> u32 {
@@ -218,6 +237,26 @@ mod tests {
         assert_eq!(gate(1, first), 0);
         let settled = (1..20).fold(first, |u, _| u.update(0.3, ALPHA));
         assert_eq!(gate(1, settled), 1);
+    }
+
+    #[test]
+    fn a_load_that_stopped_is_fading_and_a_steady_one_is_not() {
+        // Two CPUs of outside use for a while, then the process exits: the average keeps
+        // the gate open for several samples while the last sample shows nothing.
+        let busy = (0..20).fold(OutsideUse::default(), |u, _| u.update(2.0, ALPHA));
+        assert!(!busy.fading(), "a load still running is not fading");
+        let after = busy.update(0.0, ALPHA);
+        assert!(after.real() && after.fading());
+        assert_eq!(gate(1, after), 1, "one phantom thread would count as a CPU");
+        // Forgotten (the walk found no outside thread that wants a CPU): closed at once.
+        let forgotten = after.forget();
+        assert!(!forgotten.real());
+        assert_eq!(gate(1, forgotten), 0);
+        // A steady light load (0.3 CPU) is not fading: no walk, it keeps counting.
+        let steady = (0..20).fold(OutsideUse::default(), |u, _| u.update(0.3, ALPHA));
+        assert!(steady.real() && !steady.fading());
+        // A closed gate is never fading.
+        assert!(!OutsideUse::default().fading());
     }
 
     #[test]

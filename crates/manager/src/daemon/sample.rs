@@ -23,9 +23,13 @@
 //!    sample of two CPUs holds 10) and read a moment apart: beside a busy program one
 //!    sample shows up to ±2 ticks (0.4 CPU) of nothing (docs/bench/manager.md §9). The
 //!    average keeps a real load counted for about 400 ms after it ends (0.25 weight per
-//!    50 ms sample), so a phantom right after real outside work still counts: the parks
-//!    once blamed on this gate came from runs started just after a `PARTITA=off` run
-//!    (docs/bench/manager.md §10).
+//!    50 ms sample), which let a phantom right after real outside work count: a program
+//!    started 10 ms after a busy process exited was lowered to 1 CPU of 2 within its first
+//!    three allocations in 4 of 10 quiet workspace runs (`tests/registration.rs`). So when
+//!    the gate is open only by the average of a load that stopped (`OutsideUse::fading`),
+//!    a walk of `/proc` (`outside_runnable_now`) decides: no outside thread at nice ≤ 0
+//!    wants a CPU, and the average is forgotten (`OutsideUse::forget`). A steady light
+//!    load is never fading, so it costs no walk.
 //!
 //! **Niced processes are background, not outside demand.** Only CPU time of tasks at nice ≤
 //! 0 is outside use, and the count that stands is capped at that use rounded up
@@ -240,7 +244,13 @@ fn measure(shared: &Shared, req: SampleRequest, state: &mut Outside) -> (Vec<u32
     if !req.system_wide {
         return (now, gone);
     }
-    let used = cpu_ticks(&req, tracked_ticks).map(|t| state.fold(t, Instant::now()));
+    let mut used = cpu_ticks(&req, tracked_ticks).map(|t| state.fold(t, Instant::now()));
+    if used.is_some_and(OutsideUse::fading) && outside_runnable_now(&req) == 0 {
+        // The load that opened the gate has exited: it stops counting now, not once the
+        // average has decayed.
+        state.used = state.used.forget();
+        used = Some(state.used);
+    }
     if used.is_some_and(|u| !u.real()) {
         shared.outside_seen.store(0, Ordering::Relaxed);
         now[0] = 0;
