@@ -37,26 +37,36 @@ fn well_formed_svg(path: &Path) {
 }
 
 /// The longest stretch (seconds) during which the sum of active workers exceeded the CPUs.
-fn longest_oversubscription(run: &Value) -> f64 {
+fn longest_oversubscription(run: &Value) -> (f64, Vec<String>) {
     let cpus = run["cpus"].as_u64().unwrap() as f64;
     let mut longest: f64 = 0.0;
     let mut since: Option<f64> = None;
+    // The samples of the longest stretch, for the failure message: (label target/active)...
+    let (mut stretch, mut worst) = (Vec::new(), Vec::new());
     for s in run["timeline"].as_array().unwrap() {
         let t = s["t_s"].as_f64().unwrap();
-        let active: f64 = s["apps"]
-            .as_array()
-            .unwrap()
+        let apps = s["apps"].as_array().unwrap();
+        let active: f64 = apps
             .iter()
             .filter_map(|a| a["active"].as_u64())
             .sum::<u64>() as f64;
         if active > cpus {
             let start = *since.get_or_insert(t);
-            longest = longest.max(t - start);
+            let shown: Vec<String> = apps
+                .iter()
+                .map(|a| format!("{} {}/{}", a["label"], a["target"], a["active"]))
+                .collect();
+            stretch.push(format!("{t:.2}s: {}", shown.join(", ")));
+            if t - start >= longest {
+                longest = t - start;
+                worst = stretch.clone();
+            }
         } else {
             since = None;
+            stretch.clear();
         }
     }
-    longest
+    (longest, worst)
 }
 
 /// The report says when (ISO 8601, UTC), where (CPU model, CPUs, memory, kernel) and how
@@ -188,11 +198,13 @@ fn demo_runs_every_mode_with_correct_results_and_writes_its_report() {
         "the manager never reported an allocation"
     );
     let realloc = pc["realloc_ms"].as_f64().unwrap() / 1000.0;
-    let longest = longest_oversubscription(pc);
+    let (longest, stretch) = longest_oversubscription(pc);
     // One reallocation period, plus one sampling period of observation slack.
     assert!(
         longest <= realloc + 0.05,
-        "active workers exceeded the CPUs for {longest:.3} s (reallocation period {realloc} s)"
+        "active workers exceeded the CPUs for {longest:.3} s (reallocation period {realloc} s); \
+         label target/active per sample:\n{}",
+        stretch.join("\n")
     );
 
     report_and_charts_are_written(out);
