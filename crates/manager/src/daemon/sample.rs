@@ -25,7 +25,7 @@
 //!    average keeps a real load counted for about 400 ms after it ends (0.25 weight per
 //!    50 ms sample), which let a phantom right after real outside work count: a program
 //!    started 10 ms after a busy process exited was lowered to 1 CPU of 2 within its first
-//!    three allocations in 4 of 10 quiet workspace runs (`tests/registration.rs`). So when
+//!    three allocations in 3 of 20 quiet workspace runs (`tests/registration.rs`). So when
 //!    the gate is open only by the average of a load that stopped (`OutsideUse::fading`),
 //!    a walk of `/proc` (`outside_runnable_now`) decides: no outside thread at nice ≤ 0
 //!    wants a CPU, and the average is forgotten (`OutsideUse::forget`). A steady light
