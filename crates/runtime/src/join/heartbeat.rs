@@ -93,25 +93,35 @@ pub(crate) fn resolve(builder: Option<Option<Duration>>) -> Option<Duration> {
 
 /// The local list: un-promoted halves, oldest at the front. Only its worker touches it
 /// (README.md §2); no borrow outlives a method, so the `RefCell` never panics.
-pub(crate) struct Pending<T>(RefCell<VecDeque<T>>);
+/// Its length is kept beside it, so `join`'s inline test reads one cell, not the list.
+pub(crate) struct Pending<T> {
+    list: RefCell<VecDeque<T>>,
+    len: Cell<usize>,
+}
 
 impl<T: Copy> Pending<T> {
     pub(crate) fn new() -> Self {
-        Pending(RefCell::new(VecDeque::new()))
+        Pending {
+            list: RefCell::new(VecDeque::new()),
+            len: Cell::new(0),
+        }
     }
 
     #[inline]
     pub(crate) fn push(&self, t: T) {
-        self.0.borrow_mut().push_back(t);
+        let mut list = self.list.borrow_mut();
+        list.push_back(t);
+        self.len.set(list.len());
     }
 
     /// Remove the newest entry if `is` says it is the caller's.
     #[inline]
     pub(crate) fn pop_back_if(&self, is: impl Fn(&T) -> bool) -> bool {
-        let mut list = self.0.borrow_mut();
+        let mut list = self.list.borrow_mut();
         match list.back() {
             Some(t) if is(t) => {
                 list.pop_back();
+                self.len.set(list.len());
                 true
             }
             _ => false,
@@ -121,22 +131,26 @@ impl<T: Copy> Pending<T> {
     /// Remove the oldest entry (to promote it).
     #[inline]
     pub(crate) fn pop_oldest(&self) -> Option<T> {
-        self.0.borrow_mut().pop_front()
+        let mut list = self.list.borrow_mut();
+        let t = list.pop_front();
+        self.len.set(list.len());
+        t
     }
 
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.0.borrow().len()
+        self.len.get()
     }
 
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.0.borrow().is_empty()
+        self.len.get() == 0
     }
 
     /// Remove every entry, oldest first.
     pub(crate) fn take_all(&self) -> Vec<T> {
-        self.0.borrow_mut().drain(..).collect()
+        self.len.set(0);
+        self.list.borrow_mut().drain(..).collect()
     }
 }
 
