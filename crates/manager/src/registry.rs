@@ -50,7 +50,7 @@ struct App {
     published: Option<(u32, CpuSet)>,
     /// Allocations published to it so far.
     allocations: u64,
-    /// When its pending revocation was published (monotonic ns; `realloc::handover`).
+    /// When its pending revocation was published (monotonic ns; `realloc::plan::handover`).
     revoked_at: Option<u64>,
 }
 
@@ -238,7 +238,7 @@ impl Registry {
 
     /// Track the calling process as uncontrolled in the partition named `partition`
     /// (`partita run`); returns the partition's index. "When one appears it gets one CPU at
-    /// once": the caller rings for a reallocation, waits for it, then confines the process
+    /// once": the caller requests a round, waits for it, then confines the process
     /// to [`Registry::uncontrolled_set`] (and calls [`Registry::untrack`] if it cannot).
     /// The partition must admit the caller as a member (its hint rule, uid or gid; `default`
     /// admits everyone), the caller must be one this manager serves, and at most
@@ -377,8 +377,8 @@ impl Registry {
     }
 
     /// Register an application (identity from SO_PEERCRED) and give it a page. Its page says
-    /// "your whole pool, no confinement" until the next reallocation, which the caller rings
-    /// for: registration never waits for one.
+    /// "your whole pool, no confinement" until the next reallocation, which the caller requests:
+    /// registration never waits for one.
     pub(crate) fn register(&mut self, req: Registration) -> Result<AppId, (ErrorCode, String)> {
         self.admit(&req)?;
         let partition = self.place(req.pid, &req.name, req.uid, req.gid, &req.hint)?;
@@ -586,7 +586,7 @@ impl Registry {
 
     /// One quantum of the bandwidth policy: read counters, select, write every page's
     /// `quantum_end` (before the zero targets are published); returns whether the parked set
-    /// changed, so that the caller rings for a reallocation.
+    /// changed, so that the caller requests a round.
     pub(crate) fn bandwidth_quantum(&mut self) -> bool {
         let (apps, cpus) = self.bandwidth_input();
         let changed = self.bandwidth.tick(&apps, &cpus, monotonic_ns());

@@ -128,7 +128,7 @@ pub(super) async fn sampler(shared: Arc<Shared>, period: Duration) {
         let changed = r.update_runnable(&now, ALPHA);
         drop(r);
         if changed || reaped {
-            shared.ring();
+            shared.request_round();
         }
     }
 }
