@@ -7,6 +7,7 @@
 //! `docs/design/manager.md`.
 //!
 //! - [`alloc`]: the allocator, pure functions over plain data (levels 1 and 2, placement);
+//!   [`hardware`]: the CPUs' NUMA nodes and caches it places by, read from sysfs;
 //! - [`config`]: TOML configuration with the papers' defaults;
 //! - [`counters`]: memory-traffic counter sources of the bandwidth policy (perf-event,
 //!   resctrl, self-report, none), tried in order;
@@ -43,6 +44,7 @@ pub mod config;
 pub mod counters;
 mod daemon;
 pub mod enforce;
+pub mod hardware;
 pub mod journal;
 pub use daemon::harness;
 mod limits;

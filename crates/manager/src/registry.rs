@@ -164,7 +164,7 @@ impl Registry {
     pub(crate) fn new(config: Config, managed: CpuSet, confinement: &'static str) -> Registry {
         let partitions = config.partition_list();
         let cpus = managed.to_vec();
-        let topo = alloc::topology::CpuTopology::read(&cpus);
+        let topo = crate::hardware::cpu_topology(&cpus);
         let (domains, nodes) = (topo.llcs, topo.nodes);
         let bandwidth = crate::quantum::Bandwidth::new(&config, &partitions);
         let n = partitions.len();
