@@ -8,8 +8,8 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use partita_runtime::{PoolVec, ThreadPool, ThreadPoolBuilder};
@@ -796,12 +796,14 @@ fn fault_scenario(c: &mut Checks) {
     c.check(
         CHECK,
         match r {
-            Ok(t) if stopped && start0 == POLICY_PAGES && n1 == POLICY_PAGES && rep.faults > 0 => Ok(format!(
+            Ok(t) if stopped && start0 == POLICY_PAGES && n1 == POLICY_PAGES && rep.faults > 0 => {
+                Ok(format!(
                 "{n1} of {POLICY_PAGES} pages read from node 1 moved there in {} ms, counted by \
                  {} sampled faults, no hints; sampler {rep:?}",
                 t.as_millis(),
                 rep.faults
-            )),
+            ))
+            }
             other => Err(format!(
                 "started {start0} on node 0; now {n1} on node 1 ({other:?}); sampler {rep:?}"
             )),
