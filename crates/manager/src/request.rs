@@ -2,10 +2,8 @@
 //! a fresh connection to the manager's socket.
 
 use crate::{Error, Status};
-use partita_protocol::wire::{
-    frame_len, ClientMessage, ManagerMessage, MAX_MANAGER_FRAME, PROTOCOL_VERSION,
-};
-use std::io::Read;
+use partita_protocol::client::{read_frame, FrameError};
+use partita_protocol::wire::{ClientMessage, ManagerMessage, MAX_MANAGER_FRAME, PROTOCOL_VERSION};
 use std::path::Path;
 
 /// An I/O error of a request to the manager at `socket`, naming what failed.
@@ -56,11 +54,10 @@ fn read_reply(
             io_error("read from", socket)(e)
         }
     };
-    let mut prefix = [0u8; 4];
-    s.read_exact(&mut prefix).map_err(read)?;
-    let len = frame_len(prefix, MAX_MANAGER_FRAME).map_err(|e| Error::Protocol(e.to_string()))?;
-    let mut payload = vec![0u8; len];
-    s.read_exact(&mut payload).map_err(read)?;
+    let payload = read_frame(s, MAX_MANAGER_FRAME).map_err(|e| match e {
+        FrameError::Io(e) => read(e),
+        FrameError::Length(e) => Error::Protocol(e.to_string()),
+    })?;
     match ManagerMessage::decode(&payload).map_err(|e| Error::Protocol(e.to_string()))? {
         ManagerMessage::Error { code, message } => Err(Error::Refused { code, message }),
         m => Ok(m),
