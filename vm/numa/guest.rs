@@ -18,6 +18,7 @@ use partita_numa::{
     page_size, placement::first_touch_on, MbindFlags, MemPolicy, MoveScope, NodeSet, NodeVec,
     NumaError, PageRange, PageStatus, Placement, Replicated, Topology,
 };
+use partita_stats::median;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -468,10 +469,6 @@ fn raw_move(pages: &[*mut libc::c_void], nodes: &[libc::c_int], status: &mut [li
 }
 
 /// The median (partita-stats', the one every table uses) of owned samples.
-fn median(v: Vec<f64>) -> f64 {
-    partita_stats::median(&v)
-}
-
 fn bench() -> Result<String, String> {
     const N: usize = 512;
     const REPS: usize = 4;
@@ -517,7 +514,7 @@ fn bench() -> Result<String, String> {
             raw.push(r_ns / (2 * N) as f64);
             wrap.push(w_ns / (2 * N) as f64);
         }
-        let (r, w) = (median(raw), median(wrap));
+        let (r, w) = (median(&raw), median(&wrap));
         println!(
             "PARTITA-NUMA BENCH batch={batch} pages={N} raw_ns_per_page={r:.0} wrapper_ns_per_page={w:.0}"
         );

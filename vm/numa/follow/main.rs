@@ -6,6 +6,7 @@
 //! `numa-follow: …` line. Output: `PARTITA-NUMA CHECK follow_* PASS|FAIL detail`,
 //! `PARTITA-NUMA INFO …`, and `PARTITA-NUMA FOLLOW-DONE checks=N failed=F`.
 
+use partita_stats::median;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -838,11 +839,6 @@ fn raw_move(addrs: &[usize], node: i32) -> Result<(), String> {
     Ok(())
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn bench() -> Result<String, String> {
     const N: usize = 256;
     const RUNS: usize = 5;
@@ -878,7 +874,7 @@ fn bench() -> Result<String, String> {
             pool_ns[run], raw_ns[run]
         );
     }
-    let (p, r) = (median(pool_ns), median(raw_ns));
+    let (p, r) = (median(&pool_ns), median(&raw_ns));
     Ok(format!(
         "median of {RUNS}: migrate_memory {p:.0} ns/page, raw move_pages {r:.0} ns/page, ratio {:.2}",
         p / r
