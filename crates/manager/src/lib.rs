@@ -58,6 +58,7 @@ mod request;
 mod service;
 pub mod status;
 mod supervise;
+mod sync;
 pub mod sys;
 pub mod telemetry;
 

@@ -67,12 +67,12 @@ impl Shared {
     pub(crate) fn lock(&self) -> MutexGuard<'_, Registry> {
         // A panic while holding the lock would be a bug in the manager itself; keep serving
         // with the state as it is rather than cascading the panic.
-        self.registry.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.registry)
     }
 
     fn enforcer(&self) -> MutexGuard<'_, Enforcer> {
         // As for the registry: keep going with the state as it is.
-        self.enforcer.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.enforcer)
     }
 
     /// Whether the enforcer keeps a process tree or an application inside its CPUs
@@ -408,7 +408,7 @@ fn start_mover(shared: &Arc<Shared>) -> Option<crate::memfollow::MoverThread> {
     stats
         .running
         .store(mover.is_some(), std::sync::atomic::Ordering::Relaxed);
-    *stats.off_reason.lock().unwrap_or_else(|p| p.into_inner()) = off;
+    *crate::sync::lock(&stats.off_reason) = off;
     mover
 }
 

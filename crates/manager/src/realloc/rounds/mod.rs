@@ -102,7 +102,7 @@ impl Rounds {
     fn state(&self) -> MutexGuard<'_, RoundState> {
         // Nothing panics while holding this lock; if something did, the counters are still
         // consistent (each update is one statement), so keep using them.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.state)
     }
 
     /// Ask for a reallocation; returns the request's number (for [`Rounds::wait_served`]).
