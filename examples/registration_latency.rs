@@ -18,10 +18,8 @@
 use partita_manager::config::Uncontrolled;
 use partita_manager::Config;
 use partita_protocol::page::PageMap;
-use partita_protocol::sys::recv_with_fd;
-use partita_protocol::wire::{frame_len, ClientMessage, Hello, ManagerMessage, MAX_MANAGER_FRAME};
+use partita_protocol::wire::{ClientMessage, Hello};
 use std::io::Write;
-use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,25 +30,16 @@ const RATE: u64 = 10_000;
 const PER_ROUND: usize = 400;
 const BACKGROUND: usize = 50;
 
-/// Register over a raw socket; the stream (kept open: the registration lives as long as it)
-/// and the control page.
+/// Register (the one client path: `partita_protocol::client::register`); the stream (kept
+/// open: the registration lives as long as it, blocking and without timeouts again, as it was here) and the control
+/// page.
 fn register(socket: &Path, name: &str, pool: u32) -> Result<(UnixStream, PageMap), String> {
-    let mut s = UnixStream::connect(socket).map_err(|e| format!("connect: {e}"))?;
-    s.write_all(&ClientMessage::Hello(Hello::new(pool, name)).encode())
-        .map_err(|e| format!("hello: {e}"))?;
-    // The welcome is small and arrives in one piece with the fd.
-    let mut buf = [0u8; 512];
-    let (n, fd) = recv_with_fd(s.as_fd(), &mut buf).map_err(|e| format!("recv: {e}"))?;
-    if n < 4 {
-        return Err("closed before the welcome".into());
-    }
-    let len = frame_len([buf[0], buf[1], buf[2], buf[3]], MAX_MANAGER_FRAME)
+    let (s, page) = partita_protocol::client::register(socket, Hello::new(pool, name))
         .map_err(|e| e.to_string())?;
-    match ManagerMessage::decode(&buf[4..(4 + len).min(n)]) {
-        Ok(ManagerMessage::Welcome { .. }) => {}
-        other => return Err(format!("no welcome: {other:?}")),
-    }
-    let page = PageMap::open(fd.ok_or("welcome without a page")?).map_err(|e| e.to_string())?;
+    s.set_nonblocking(false)
+        .and_then(|()| s.set_read_timeout(None))
+        .and_then(|()| s.set_write_timeout(None))
+        .map_err(|e| format!("socket options: {e}"))?;
     Ok((s, page))
 }
 

@@ -10,19 +10,14 @@
 
 mod support;
 
-use partita_manager::{query_status, Status};
 use partita_protocol::wire::{ClientMessage, Hello};
 use std::path::Path;
 use std::time::Duration;
-use support::{field, probe, serial, serve, wait_until, TempDir};
+use support::{field, probe, serial, serve, status, wait_until, TempDir};
 
 const LONG: Duration = Duration::from_secs(60);
 /// Registrations the churn makes.
 const CHURN: u32 = 600;
-
-fn status(socket: &Path) -> Status {
-    query_status(socket).expect("status")
-}
 
 /// CPU time of a process so far, in clock ticks (`utime + stime`).
 fn cpu_ticks(pid: i32) -> u64 {

@@ -11,32 +11,13 @@
 
 mod support;
 
-use partita_manager::{query_status, Status};
 use std::path::Path;
 use std::time::Duration;
-use support::{at_nice, serial, serve, spawn_at, Proc, TempDir};
+use support::{at_nice, serial, serve, spawn_at, status, wait_for_status, Proc, TempDir};
 
 const LONG: Duration = Duration::from_secs(20);
 /// The shipped default, with a short hello timeout for the test's own status requests.
 const DEFAULT: &str = "hello_timeout_ms = 500\n";
-
-fn status(socket: &Path) -> Status {
-    query_status(socket).expect("status")
-}
-
-/// Wait for `cond` on the status, looking every 20 ms (this test process is outside load to
-/// the manager too, and must not be the load it measures).
-fn wait_for_status(socket: &Path, mut cond: impl FnMut(&Status) -> bool) -> Option<Status> {
-    let t = std::time::Instant::now();
-    while t.elapsed() < LONG {
-        let s = status(socket);
-        if cond(&s) {
-            return Some(s);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    None
-}
 
 /// `n` busy loops at nice `nice`, unmanaged.
 fn loops(n: usize, nice: i64) -> Option<Vec<Proc>> {
@@ -68,7 +49,7 @@ fn targets_over_samples(socket: &Path, pid: i32, rounds: u32) -> Vec<u32> {
     let mut seen = Vec::new();
     let mut last = status(socket).samples;
     for _ in 0..rounds {
-        let s = wait_for_status(socket, |s| s.samples > last).expect("the sampler stopped");
+        let s = wait_for_status(socket, LONG, |s| s.samples > last).expect("the sampler stopped");
         last = s.samples;
         seen.push(s.app_by_pid(pid).map_or(0, |a| a.target));
     }
@@ -78,11 +59,11 @@ fn targets_over_samples(socket: &Path, pid: i32, rounds: u32) -> Vec<u32> {
 /// Settle: the probe registered and allocated, and `n` more sampling rounds done (the
 /// averages of outside use and runnable threads then hold the loops' steady state).
 fn settle(socket: &Path, pid: i32, n: u64) {
-    let registered = wait_for_status(socket, |s| {
+    let registered = wait_for_status(socket, LONG, |s| {
         s.app_by_pid(pid).is_some_and(|a| a.allocations >= 1)
     });
     let s0 = registered.expect("the probe was never allocated").samples;
-    assert!(wait_for_status(socket, |s| s.samples >= s0 + n).is_some());
+    assert!(wait_for_status(socket, LONG, |s| s.samples >= s0 + n).is_some());
 }
 
 #[test]
@@ -99,7 +80,7 @@ fn a_niced_loop_on_every_cpu_leaves_a_program_its_demand() {
     };
     // The loops run, and the manager sampled them for a while before the program starts.
     let s0 = status(&socket).samples;
-    assert!(wait_for_status(&socket, |s| s.samples >= s0 + 8).is_some());
+    assert!(wait_for_status(&socket, LONG, |s| s.samples >= s0 + 8).is_some());
     let Some(p) = probe_at(&socket, "beside-niced", 0) else {
         return;
     };
@@ -131,7 +112,7 @@ fn a_niced_program_does_not_hide_a_nice_0_loop() {
     // Processes of the test before this one may still be exiting (outside load for a few
     // rounds): start counting once the program holds both CPUs.
     assert!(
-        wait_for_status(&socket, |s| s.app_by_pid(p.pid()).map(|a| a.target)
+        wait_for_status(&socket, LONG, |s| s.app_by_pid(p.pid()).map(|a| a.target)
             == Some(2))
         .is_some(),
         "a lone niced program never held both CPUs: {:#?}",
@@ -147,7 +128,7 @@ fn a_niced_program_does_not_hide_a_nice_0_loop() {
     let Some(_hog) = loops(1, 0) else {
         return;
     };
-    let seen = wait_for_status(&socket, |s| {
+    let seen = wait_for_status(&socket, LONG, |s| {
         s.partitions[0].uncontrolled_runnable >= 1
             && s.app_by_pid(p.pid()).map(|a| a.target) == Some(1)
     });

@@ -1,7 +1,7 @@
 //! Memory follows CPUs (issue 31) on a one-node machine: `partita serve` with two probe
 //! applications whose allocations change makes no page-migration call, says why in
 //! `partita status --json`, and reads no `numa_maps` for the status. (The two-node behaviour
-//! is the NUMA VM suite's: crates/numa/vm/follow, `numa-process`.)
+//! is the NUMA VM suite's: vm/numa/follow, `numa-process`.)
 
 mod support;
 

@@ -6,18 +6,14 @@
 
 mod support;
 
-use partita_manager::{query_status, Status};
+use partita_manager::Status;
 use partita_protocol::page::monotonic_ns;
 use partita_protocol::CpuSet;
 use std::process::Command;
 use std::time::Duration;
-use support::{field, probe, serial, serve, wait_until, Proc, TempDir, TRACKED};
+use support::{field, probe, serial, serve, status, wait_until, Proc, TempDir, TRACKED};
 
 const LONG: Duration = Duration::from_secs(10);
-
-fn status(socket: &std::path::Path) -> Status {
-    query_status(socket).expect("status")
-}
 
 fn hog(socket: &std::path::Path, partition: &str) -> Proc {
     Proc::spawn(

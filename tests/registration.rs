@@ -12,31 +12,12 @@
 
 mod support;
 
-use partita_manager::{query_status, Status};
 use std::time::Duration;
-use support::{at_nice, probe, serial, serve, spawn_at, Proc, TempDir};
+use support::{at_nice, probe, serial, serve, spawn_at, status, wait_for_status, Proc, TempDir};
 
 const LONG: Duration = Duration::from_secs(10);
 /// The shipped default, with a short hello timeout for the test's own status requests.
 const DEFAULT: &str = "hello_timeout_ms = 500\n";
-
-fn status(socket: &std::path::Path) -> Status {
-    query_status(socket).expect("status")
-}
-
-/// Wait for `cond` on the status, looking every 20 ms: this test process is outside load to
-/// the manager too (a debug build parsing a status every millisecond keeps a CPU busy), and
-/// it must not be the load that lowers the newcomer.
-fn wait_for_status(socket: &std::path::Path, mut cond: impl FnMut(&Status) -> bool) -> bool {
-    let t = std::time::Instant::now();
-    while t.elapsed() < LONG {
-        if cond(&status(socket)) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
 
 /// `probe`'s first allocation is its whole pool of 2: its first published allocation (seen
 /// as `allocations == 1` in the status) says 2, and the probe never saw its target below 2
@@ -44,13 +25,14 @@ fn wait_for_status(socket: &std::path::Path, mut cond: impl FnMut(&Status) -> bo
 fn first_allocation_is_full(socket: &std::path::Path, p: &Proc) {
     let mut first = None;
     assert!(
-        wait_for_status(socket, |s| {
+        wait_for_status(socket, LONG, |s| {
             first = s
                 .app_by_pid(p.pid())
                 .filter(|a| a.allocations >= 1)
                 .cloned();
             first.is_some()
-        }),
+        })
+        .is_some(),
         "the probe was never allocated: {:?}",
         status(socket)
     );
@@ -93,7 +75,9 @@ fn a_program_started_right_after_an_unmanaged_one_exits_gets_its_demand() {
         return;
     };
     assert!(
-        wait_for_status(&socket, |s| s.partitions[0].uncontrolled_runnable >= 1),
+        wait_for_status(&socket, LONG, |s| s.partitions[0].uncontrolled_runnable
+            >= 1)
+        .is_some(),
         "the manager never saw the busy loops: {:?}",
         status(&socket)
     );
@@ -115,9 +99,10 @@ fn a_program_started_right_after_a_managed_one_exits_gets_its_demand() {
     let mut before = probe(&socket, "before", 2, 2);
     let s0 = status(&socket).samples;
     assert!(
-        wait_for_status(&socket, |s| {
+        wait_for_status(&socket, LONG, |s| {
             s.samples >= s0 + 4 && s.app_by_pid(before.pid()).is_some()
-        }),
+        })
+        .is_some(),
         "the first program never registered"
     );
     before.kill();

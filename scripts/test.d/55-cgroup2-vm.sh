@@ -2,7 +2,7 @@
 # The manager's cpuset confinement on cgroup v2, for real: CI hosts have cpuset bound to
 # cgroup v1, so this boots a two-CPU QEMU guest (TCG) with the unified hierarchy and runs
 # `partita serve` (cgroups = true), `partita run` and a probe application in it; see
-# crates/manager/vm/cgroup2-guest.sh for the checks. Needs scripts/install-deps
+# vm/manager/cgroup2-guest.sh for the checks. Needs scripts/install-deps
 # (qemu-system-x86, busybox-static); the kernel is the NUMA VM test's (fetched once).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -13,7 +13,7 @@ cargo build -q --bin partita
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
-crates/manager/vm/cgroup2-run.sh target/debug/partita | tee "$log"
+vm/manager/cgroup2-run.sh target/debug/partita | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
 echo "-- partita-manager: cgroup v2 VM test took $(( $(date +%s) - start ))s"

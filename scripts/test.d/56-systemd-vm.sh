@@ -3,7 +3,7 @@
 # binary the other suites built), boots a Debian 12 QEMU guest (TCG) with systemd as PID 1
 # and cgroup v2 only, installs the package and checks it there (socket activation,
 # readiness, SIGKILL → restart → undo, 10 times, stop, apt-get remove, a configuration error,
-# sandbox exposure); see crates/manager/vm/systemd-guest.sh. The root file system is built
+# sandbox exposure); see vm/manager/systemd-guest.sh. The root file system is built
 # once with mmdebstrap and cached under target/systemd-vm/. Needs scripts/install-deps
 # (qemu-system-x86, busybox-static, mmdebstrap, cargo-deb) and Debian's mirror for the first
 # build of the root file system.
@@ -30,7 +30,7 @@ cargo deb -q -p partita --profile "$profile" --no-build -o target/systemd-vm/par
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
-crates/manager/vm/systemd-run.sh target/systemd-vm/partita.deb | tee "$log"
+vm/manager/systemd-run.sh target/systemd-vm/partita.deb | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
 echo "-- partita-manager: systemd VM test took $(( $(date +%s) - start ))s"

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
-# What the QEMU guest tests share, sourced (never run) by crates/numa/vm/run.sh (two NUMA
-# nodes) and crates/manager/vm/cgroup2-run.sh (cgroup v2): tool checks, the kernel (Debian's
-# cloud kernel, fetched once into target/numa-vm/kernel by crates/numa/vm/fetch-kernel.sh),
+# What the QEMU guest tests share, sourced (never run) by vm/numa/run.sh (two NUMA nodes),
+# vm/manager/cgroup2-run.sh (cgroup v2) and vm/manager/systemd-run.sh: tool checks, the kernel
+# (Debian's cloud kernel, fetched once into target/numa-vm/kernel by scripts/vm/fetch-kernel.sh),
 # a busybox initramfs, and the boot itself: TCG, never KVM (nested KVM hangs on CI hosts),
 # 2 CPUs, 512 MiB (the variable vm_mem overrides it, e.g. 1G), the serial console to a log
 # file that is printed afterwards.
@@ -31,7 +31,7 @@ vm_require() {
 vm_is_dynamic() { ldd "$1" 2>&1 | grep -q '=>'; }
 
 # vm_kernel: the guest kernel's path (fetched on first use).
-vm_kernel() { echo "$("$vm_ws/crates/numa/vm/fetch-kernel.sh")/vmlinuz"; }
+vm_kernel() { echo "$("$vm_ws/scripts/vm/fetch-kernel.sh")/vmlinuz"; }
 
 # vm_root DIR: a fresh initramfs tree in DIR with busybox (vm_require first).
 vm_root() {

@@ -220,3 +220,27 @@ def f():
 threading.Thread(target=f, daemon=True).start()
 time.sleep(60)
 "#;
+
+/// The status of the manager at `socket` (a test without one fails here).
+pub fn status(socket: &Path) -> partita_manager::Status {
+    partita_manager::query_status(socket).expect("status")
+}
+
+/// Wait up to `timeout` for `cond` on the status, looking every 20 ms: the test process is
+/// outside load to the manager too (a debug build parsing a status every millisecond keeps a
+/// CPU busy), and must not be the load it measures. The status that met `cond`.
+pub fn wait_for_status(
+    socket: &Path,
+    timeout: Duration,
+    mut cond: impl FnMut(&partita_manager::Status) -> bool,
+) -> Option<partita_manager::Status> {
+    let t = Instant::now();
+    while t.elapsed() < timeout {
+        let s = status(socket);
+        if cond(&s) {
+            return Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}

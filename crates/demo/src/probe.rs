@@ -10,11 +10,9 @@
 //!   prints every allocation it sees as `alloc target=N cpus=LIST` on stdout. It stands for an
 //!   application that does not (or cannot) shrink.
 
-use partita_protocol::page::{monotonic_ns, PageMap};
-use partita_protocol::sys::recv_with_fd;
-use partita_protocol::wire::{frame_len, ClientMessage, Hello, ManagerMessage, MAX_MANAGER_FRAME};
+use partita_protocol::page::monotonic_ns;
+use partita_protocol::wire::{ClientMessage, Hello};
 use std::io::Write;
-use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -266,31 +264,13 @@ fn run_raw(args: &ProbeArgs) -> Result<(), Box<dyn std::error::Error>> {
         .socket
         .clone()
         .unwrap_or_else(partita_protocol::socket_path);
-    let mut s = std::os::unix::net::UnixStream::connect(&socket)?;
     let mut hello = Hello::new(args.pool, &args.name);
     hello.partition_hint = args.partition.clone();
-    s.write_all(&ClientMessage::Hello(hello).encode())?;
-    // The Welcome frame is small and arrives in one piece with the fd.
-    let mut buf = vec![0u8; 512];
-    let (n, fd) = recv_with_fd(s.as_fd(), &mut buf)?;
-    if n < 4 {
-        return Err("connection closed before the welcome".into());
-    }
-    let len = frame_len(buf[..4].try_into()?, MAX_MANAGER_FRAME)?;
-    if n < 4 + len {
-        return Err("short welcome".into());
-    }
-    match ManagerMessage::decode(&buf[4..4 + len])? {
-        ManagerMessage::Welcome { .. } => {}
-        ManagerMessage::Error { code, message } => {
-            return Err(format!("refused: {code:?}: {message}").into());
-        }
-        other => return Err(format!("unexpected {other:?}").into()),
-    }
-    let page = PageMap::open(fd.ok_or("welcome without a control page")?)?;
+    // The one registration path every client takes (listener's owner, seals, page owner);
+    // the stream comes back non-blocking.
+    let (mut s, page) = partita_protocol::client::register(&socket, hello)?;
     page.app.demand.store(args.demand, Ordering::Relaxed);
     s.write_all(&ClientMessage::DemandChanged.encode())?;
-    s.set_nonblocking(true)?;
     let start = std::time::Instant::now();
     let mut last = None;
     let mut out = std::io::stdout();

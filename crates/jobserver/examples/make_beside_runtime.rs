@@ -120,9 +120,10 @@ fn run_once(
     }
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
+/// The median of durations (partita-stats' median, on seconds).
+fn median_duration(v: Vec<Duration>) -> Duration {
+    let secs: Vec<f64> = v.iter().map(Duration::as_secs_f64).collect();
+    Duration::from_secs_f64(partita_stats::median(&secs))
 }
 
 /// The `__jobserver` re-invocation: this binary acting as `partita jobserver`.
@@ -152,7 +153,7 @@ fn print_table(
     reps: usize,
 ) {
     let med = |mode: &str, f: fn(&Run) -> Duration| {
-        median(
+        median_duration(
             runs.iter()
                 .filter(|(m, _)| *m == mode)
                 .map(|(_, r)| f(r))

@@ -298,6 +298,10 @@ pub struct BandwidthConfig {
     pub sources: Vec<String>,
 }
 
+/// Names of the counter sources a configuration may list, in the default order (opened by
+/// [`crate::counters::Chain::detect`]).
+pub const COUNTER_SOURCES: [&str; 3] = ["perf-event", "resctrl", "self-report"];
+
 impl Default for BandwidthConfig {
     fn default() -> Self {
         BandwidthConfig {
@@ -306,9 +310,7 @@ impl Default for BandwidthConfig {
             window: 5,
             capacity_gbps: None,
             state_file: None,
-            sources: ["perf-event", "resctrl", "self-report"]
-                .map(String::from)
-                .to_vec(),
+            sources: COUNTER_SOURCES.map(String::from).to_vec(),
         }
     }
 }
@@ -539,7 +541,7 @@ impl Config {
             }
         }
         for (i, name) in b.sources.iter().enumerate() {
-            if !crate::counters::SOURCE_NAMES.contains(&name.as_str()) {
+            if !COUNTER_SOURCES.contains(&name.as_str()) {
                 return Err(bad(
                     &format!("bandwidth.sources[{i}]"),
                     format!("{name:?}"),

@@ -32,7 +32,7 @@ impl ConnLimits {
 
     /// Take a slot for a connection from `uid`, or say which limit is reached.
     pub(crate) fn acquire(self: &Arc<Self>, uid: u32) -> Result<Slot, String> {
-        let mut g = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = crate::sync::lock(&self.open);
         let (total, per) = &mut *g;
         if *total >= self.max {
             return Err(format!("{} connections are open (max_connections)", *total));
@@ -56,13 +56,13 @@ impl ConnLimits {
 impl ConnLimits {
     /// Connections holding a slot now.
     pub(crate) fn open(&self) -> usize {
-        self.open.lock().unwrap_or_else(|p| p.into_inner()).0
+        crate::sync::lock(&self.open).0
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut g = self.limits.open.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = crate::sync::lock(&self.limits.open);
         let (total, per) = &mut *g;
         *total = total.saturating_sub(1);
         if let Some(n) = per.get_mut(&self.uid) {

@@ -202,6 +202,18 @@ pub fn move_pages_to(
     batch: usize,
     scope: MoveScope,
 ) -> Result<Vec<PageStatus>> {
+    move_pages_in(0, addrs, node, batch, scope)
+}
+
+/// `move_pages(2)` of process `pid` (0: the caller) to `node`, `batch` pages per call: what
+/// [`move_pages_to`] and [`move_pages_of`] share once `pid` is checked.
+fn move_pages_in(
+    pid: c_int,
+    addrs: &[usize],
+    node: u32,
+    batch: usize,
+    scope: MoveScope,
+) -> Result<Vec<PageStatus>> {
     const CALL: &str = "move_pages";
     let ptrs = to_ptrs(CALL, addrs)?;
     check_node(CALL, node)?;
@@ -209,7 +221,7 @@ pub fn move_pages_to(
         MoveScope::Exclusive => MPOL_MF_MOVE,
         MoveScope::All => MPOL_MF_MOVE_ALL,
     };
-    run(CALL, 0, &ptrs, Some(node as c_int), flags, batch)
+    run(CALL, pid, &ptrs, Some(node as c_int), flags, batch)
 }
 
 /// A process id as `move_pages(2)` and `migrate_pages(2)` take it (0 is the caller itself, so
@@ -261,15 +273,7 @@ pub fn move_pages_of(
     batch: usize,
     scope: MoveScope,
 ) -> Result<Vec<PageStatus>> {
-    const CALL: &str = "move_pages";
-    let pid = other_pid(CALL, pid)?;
-    let ptrs = to_ptrs(CALL, addrs)?;
-    check_node(CALL, node)?;
-    let flags = match scope {
-        MoveScope::Exclusive => MPOL_MF_MOVE,
-        MoveScope::All => MPOL_MF_MOVE_ALL,
-    };
-    run(CALL, pid, &ptrs, Some(node as c_int), flags, batch)
+    move_pages_in(other_pid("move_pages", pid)?, addrs, node, batch, scope)
 }
 
 /// Moves all pages of process `pid` (`None`: this process) that are on nodes `from` to nodes

@@ -5,8 +5,10 @@
 
 use crate::page::PageMap;
 use crate::sys::recv_with_fd;
-use crate::wire::{frame_len, ClientMessage, ErrorCode, Hello, ManagerMessage, MAX_MANAGER_FRAME};
-use std::io::Write;
+use crate::wire::{
+    frame_len, ClientMessage, DecodeError, ErrorCode, Hello, ManagerMessage, MAX_MANAGER_FRAME,
+};
+use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -45,6 +47,39 @@ pub enum RegisterError {
 
 fn io(call: &'static str) -> impl FnOnce(std::io::Error) -> RegisterError {
     move |source| RegisterError::Io { call, source }
+}
+
+/// Why a frame could not be read ([`read_frame`]).
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    /// The read failed; the stream ended before a whole frame: `UnexpectedEof`.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// The length prefix is empty or over the limit.
+    #[error("{0}")]
+    Length(#[from] DecodeError),
+}
+
+/// Read one length-prefixed frame from a blocking stream: its payload, at most `max` bytes
+/// (`wire::MAX_CLIENT_FRAME` or `wire::MAX_MANAGER_FRAME`), to decode with the message type's
+/// `decode`. (A frame that carries an fd is read with `sys::recv_with_fd` instead, as
+/// [`register`] does.)
+///
+/// ```
+/// use partita_protocol::client::read_frame;
+/// use partita_protocol::wire::{ClientMessage, MAX_CLIENT_FRAME};
+/// let frame = ClientMessage::Goodbye.encode();
+/// let payload = read_frame(&mut frame.as_slice(), MAX_CLIENT_FRAME).unwrap();
+/// assert_eq!(ClientMessage::decode(&payload).unwrap(), ClientMessage::Goodbye);
+/// assert!(read_frame(&mut &frame[..2], MAX_CLIENT_FRAME).is_err());
+/// ```
+pub fn read_frame(r: &mut impl Read, max: usize) -> Result<Vec<u8>, FrameError> {
+    let mut prefix = [0u8; 4];
+    r.read_exact(&mut prefix)?;
+    let len = frame_len(prefix, max)?;
+    let mut payload = vec![0u8; len];
+    r.read_exact(&mut payload)?;
+    Ok(payload)
 }
 
 /// Why a request could not be sent ([`send_request`]).

@@ -339,9 +339,7 @@ impl std::ops::Deref for PageMap {
 /// let a = partita_protocol::page::monotonic_ns();
 /// assert!(partita_protocol::page::monotonic_ns() >= a);
 /// ```
-pub fn monotonic_ns() -> u64 {
-    sys::monotonic_ns()
-}
+pub use crate::sys::monotonic_ns;
 
 #[cfg(test)]
 mod tests {

@@ -126,7 +126,15 @@ pub(crate) fn futex_wake(word: &AtomicU32, n: i32) {
     }
 }
 
-pub(crate) fn monotonic_ns() -> u64 {
+/// `CLOCK_MONOTONIC` now, in nanoseconds: the clock of the page's `heartbeat` and
+/// `quantum_end`, of the manager's hand-over deadlines and of the `partita::hop` stamps
+/// (comparable across processes). Also `page::monotonic_ns`.
+///
+/// ```
+/// let a = partita_protocol::sys::monotonic_ns();
+/// assert!(partita_protocol::sys::monotonic_ns() >= a);
+/// ```
+pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

@@ -13,6 +13,7 @@
 //! cargo run --release -p partita-queues --example policy_matrix -- --help
 //! ```
 
+use partita_stats::median;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -461,13 +462,9 @@ fn produce<S: Structure>(
 }
 
 /// The median (partita-stats', the one every table uses) of owned samples.
-fn median(v: Vec<f64>) -> f64 {
-    partita_stats::median(&v)
-}
-
 /// Median over runs of each metric (the split is taken from the run with the median delay).
 fn summarize(results: &[RunResult]) -> RunResult {
-    let med = |f: fn(&RunResult) -> f64| median(results.iter().map(f).collect());
+    let med = |f: fn(&RunResult) -> f64| median(&results.iter().map(f).collect::<Vec<_>>());
     let delay = med(|r| r.delay_us);
     let split_run = results
         .iter()
@@ -624,14 +621,14 @@ fn params(
         };
         cal.tasks = args.tasks.min(50_000);
         let capacity_per_ns = median(
-            (0..3)
+            &(0..3)
                 .map(|_| {
                     let set = Config::global_fifo(cal.consumers)
                         .build::<Task>()
                         .expect("Global:Global is valid");
                     run_once(&set, &cal).served_per_ms / 1e6
                 })
-                .collect(),
+                .collect::<Vec<_>>(),
         );
         let rate = args.load.max(0.01) * capacity_per_ns; // tasks per ns, all producers
         let p = prm.producers as f64;

@@ -9,6 +9,7 @@
 //! second. Results and analysis: docs/bench/runtime.md.
 
 use criterion::{criterion_group, BatchSize, BenchmarkId, Criterion};
+use partita_stats::median;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -405,11 +406,6 @@ fn extra_measurements() {
 }
 
 /// Median of a sample.
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
-    v[v.len() / 2]
-}
-
 /// A/B measurement robust to a machine whose load drifts (other builds on the same CPUs):
 /// partita and rayon-core alternate round by round, and the ratio is the median of the
 /// per-round ratios. `run(true)` runs partita's version, `run(false)` rayon-core's, and returns
@@ -431,7 +427,7 @@ fn interleaved(name: &str, rounds: usize, mut run: impl FnMut(bool) -> Duration)
         r.push(b.as_secs_f64());
         ratio.push(a.as_secs_f64() / b.as_secs_f64());
     }
-    let (mp, mr, mq) = (median(&mut p), median(&mut r), median(&mut ratio));
+    let (mp, mr, mq) = (median(&p), median(&r), median(&ratio));
     println!(
         "| {name} | {:.3} ms | {:.3} ms | {mq:.2} |",
         mp * 1e3,

@@ -13,6 +13,7 @@
 //! `JOIN_AB_ROUNDS=1` also every round's times (stderr), which shows rounds slowed by
 //! scheduling delays on a loaded machine.
 
+use partita_stats::median;
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -85,11 +86,6 @@ fn random_u32(n: usize) -> Vec<u32> {
         .collect()
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let rounds: usize = match std::env::args().nth(1) {
         Some(s) => s.parse().map_err(|e| format!("rounds {s:?}: {e}"))?,
@@ -147,9 +143,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let per_run = |x: u64, y: u64| (y - x) as f64 / rounds as f64;
         println!(
             "| {workload} | {:.3} ms | {:.3} ms | {:.3} | {:.1} / {:.1} |",
-            median(&mut tp) * 1e3,
-            median(&mut tr) * 1e3,
-            median(&mut ratio),
+            median(&tp) * 1e3,
+            median(&tr) * 1e3,
+            median(&ratio),
             per_run(before.steals, after.steals),
             per_run(before.sleeps, after.sleeps),
         );

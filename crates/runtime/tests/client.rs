@@ -8,10 +8,11 @@
 //! times are generous timeouts that a passing run never reaches.
 #![cfg(partita_linux)] // the manager client: Linux-only (crates/runtime/build.rs)
 
+use partita_protocol::client::read_frame;
 use partita_protocol::page::PageMap;
 use partita_protocol::sys::send_with_fd;
 use partita_protocol::wire::{
-    frame_len, ClientMessage, Hello, ManagerMessage, MAX_CLIENT_FRAME, PROTOCOL_VERSION,
+    ClientMessage, Hello, ManagerMessage, MAX_CLIENT_FRAME, PROTOCOL_VERSION,
 };
 use partita_runtime::{Need, ThreadPool, ThreadPoolBuilder};
 use std::io::{ErrorKind, Read, Write};
@@ -96,11 +97,7 @@ fn accept(listener: &UnixListener) -> UnixStream {
 }
 
 fn read_message(s: &mut UnixStream) -> ClientMessage {
-    let mut prefix = [0u8; 4];
-    s.read_exact(&mut prefix).expect("a frame from the client");
-    let len = frame_len(prefix, MAX_CLIENT_FRAME).unwrap();
-    let mut payload = vec![0u8; len];
-    s.read_exact(&mut payload).unwrap();
+    let payload = read_frame(s, MAX_CLIENT_FRAME).expect("a frame from the client");
     ClientMessage::decode(&payload).unwrap()
 }
 

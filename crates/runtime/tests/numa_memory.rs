@@ -1,6 +1,6 @@
 //! Node-aware pool memory (issue 14): registration, bad input, the one-node no-op. The
 //! two-node behaviour (placement, following the CPUs) is checked in the QEMU guest
-//! (`crates/numa/vm/follow/main.rs`).
+//! (`vm/numa/follow/main.rs`).
 #![cfg(partita_linux)] // the NUMA API: Linux-only (crates/runtime/build.rs)
 
 use partita_runtime::{PoolMemError, ProcessControl, ThreadPoolBuilder};

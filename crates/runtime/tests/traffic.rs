@@ -6,13 +6,12 @@
 //! One test per file: the event is chosen once per process.
 #![cfg(partita_linux)] // measured traffic (perf events): Linux-only (crates/runtime/build.rs)
 
+use partita_protocol::client::read_frame;
 use partita_protocol::page::PageMap;
 use partita_protocol::sys::send_with_fd;
-use partita_protocol::wire::{
-    frame_len, ClientMessage, ManagerMessage, MAX_CLIENT_FRAME, PROTOCOL_VERSION,
-};
+use partita_protocol::wire::{ClientMessage, ManagerMessage, MAX_CLIENT_FRAME, PROTOCOL_VERSION};
 use partita_runtime::{MeasuredTraffic, ThreadPoolBuilder, TrafficEvent};
-use std::io::{ErrorKind, Read};
+use std::io::ErrorKind;
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixListener;
 use std::sync::atomic::Ordering;
@@ -72,10 +71,7 @@ fn scripted_manager(listener: &UnixListener) -> (std::os::unix::net::UnixStream,
     };
     s.set_nonblocking(false).unwrap();
     s.set_read_timeout(Some(LONG)).unwrap();
-    let mut prefix = [0u8; 4];
-    s.read_exact(&mut prefix).unwrap();
-    let mut payload = vec![0u8; frame_len(prefix, MAX_CLIENT_FRAME).unwrap()];
-    s.read_exact(&mut payload).unwrap();
+    let payload = read_frame(&mut s, MAX_CLIENT_FRAME).unwrap();
     assert!(matches!(
         ClientMessage::decode(&payload).unwrap(),
         ClientMessage::Hello(_)

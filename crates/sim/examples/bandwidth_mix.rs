@@ -17,6 +17,7 @@
 //!   `PARTITA_MIX_SOURCES=perf-event` to use hardware counters instead of self-report.
 
 use partita_runtime::{report_bytes, ThreadPoolBuilder};
+use partita_stats::median;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -158,11 +159,6 @@ fn run_mix_once(bandwidth: bool, capacity_gbps: f64, units: usize) -> f64 {
     finished.iter().sum::<f64>() / 4.0
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn mix(rounds: usize) {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let llc = cache_size("3").unwrap_or(32 << 20);
@@ -192,9 +188,9 @@ fn mix(rounds: usize) {
     }
     println!(
         "median of {rounds}: equipartition {:.2} s, bandwidth {:.2} s, ratio bandwidth/equipartition {:.3}",
-        median(eq),
-        median(bw),
-        median(ratios)
+        median(&eq),
+        median(&bw),
+        median(&ratios)
     );
 }
 

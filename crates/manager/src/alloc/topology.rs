@@ -24,12 +24,8 @@ use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
 /// NUMA node and last-level-cache domain of every managed CPU (indexed like the manager's
-/// CPU list).
-///
-/// ```
-/// let t = partita_manager::alloc::topology::CpuTopology::read(&[0]);
-/// assert_eq!(t.nodes.len(), 1);
-/// ```
+/// CPU list). Read from the machine by [`crate::hardware::cpu_topology`] (nothing in
+/// [`crate::alloc`] touches the system).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CpuTopology {
     /// Node of each CPU.
@@ -39,31 +35,6 @@ pub struct CpuTopology {
 }
 
 impl CpuTopology {
-    /// Reads the running machine's topology through partita-numa (sysfs backend). A machine
-    /// whose topology cannot be read is treated as one node, one LLC (logged once).
-    pub fn read(cpus: &[usize]) -> CpuTopology {
-        let topo = match partita_numa::Topology::current() {
-            Ok(t) => t,
-            Err(e) => {
-                tracing::warn!(error = %e, "topology unreadable: placing as on one NUMA node");
-                return CpuTopology {
-                    nodes: vec![0; cpus.len()],
-                    llcs: vec![0; cpus.len()],
-                };
-            }
-        };
-        let level = if has_level(&topo, 3) { 3 } else { 2 };
-        let groups = topo.cache_domains(level);
-        let llc_of = |c: u32| groups.iter().position(|g| g.contains(&c)).unwrap_or(0) as u32;
-        CpuTopology {
-            nodes: cpus
-                .iter()
-                .map(|&c| topo.node_of_cpu(c as u32).unwrap_or(0))
-                .collect(),
-            llcs: cpus.iter().map(|&c| llc_of(c as u32)).collect(),
-        }
-    }
-
     /// Whether there is more than one node (otherwise the plain placement is used).
     ///
     /// ```
@@ -74,12 +45,6 @@ impl CpuTopology {
     pub fn multi_node(&self) -> bool {
         self.nodes.windows(2).any(|w| w[0] != w[1])
     }
-}
-
-fn has_level(topo: &partita_numa::Topology, level: u32) -> bool {
-    topo.cpus()
-        .iter()
-        .any(|c| c.caches.iter().any(|k| k.level == level))
 }
 
 /// Result of [`place_numa`].

@@ -24,8 +24,9 @@ use crate::alloc::AppId;
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// Names of the sources a configuration may list, in the default order.
-pub const SOURCE_NAMES: [&str; 3] = ["perf-event", "resctrl", "self-report"];
+/// Names of the sources a configuration may list, in the default order (defined with the
+/// configuration, which this module depends on and not the other way round).
+pub use crate::config::COUNTER_SOURCES as SOURCE_NAMES;
 
 /// Name shown when no source is usable.
 pub const NONE: &str = "none";

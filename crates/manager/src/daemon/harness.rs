@@ -105,7 +105,7 @@ impl Harness {
             .build()
             .map_err(io("build tokio runtime"))?;
         let s = shared.clone();
-        let reallocator = realloc::spawn(shared.doorbell.clone(), move || s.reallocate_once())
+        let reallocator = realloc::spawn(shared.rounds.clone(), move || s.reallocate_once())
             .map_err(io("spawn the reallocator thread"))?;
         Ok(Harness {
             shared,
@@ -198,7 +198,7 @@ impl Drop for Harness {
     /// As the daemon's shutdown: stop the reallocator, forget the applications, restore every
     /// affinity changed.
     fn drop(&mut self) {
-        self.shared.doorbell.stop();
+        self.shared.rounds.stop();
         if let Some(t) = self.reallocator.take() {
             let _ = t.join();
         }

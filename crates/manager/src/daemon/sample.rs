@@ -132,7 +132,7 @@ pub(super) async fn sampler(shared: Arc<Shared>, period: Duration) {
         let changed = r.update_runnable(&now, ALPHA);
         drop(r);
         if changed || reaped {
-            shared.ring();
+            shared.request_round();
         }
     }
 }
@@ -164,12 +164,12 @@ pub(crate) struct FreshCount(Arc<std::sync::Mutex<Option<(Instant, u32)>>>);
 impl FreshCount {
     /// The count taken less than [`FRESH_REUSE`] ago, else a new one from `count`.
     pub(crate) fn get(&self, count: impl FnOnce() -> u32) -> u32 {
-        let last = *self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let last = *crate::sync::lock(&self.0);
         if let Some((_, n)) = last.filter(|(at, _)| at.elapsed() < FRESH_REUSE) {
             return n;
         }
         let n = count();
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), n));
+        *crate::sync::lock(&self.0) = Some((Instant::now(), n));
         n
     }
 }

@@ -33,7 +33,7 @@ pub(crate) struct MoveGate(Arc<Mutex<bool>>);
 impl MoveGate {
     /// Close the gate, after the write in flight (if any) is done.
     pub(crate) fn close(&self) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        *crate::sync::lock(&self.0) = true;
     }
 }
 
@@ -52,7 +52,7 @@ impl PendingMove {
     /// Takes no lock of the manager's but the gate.
     pub fn write(&self) -> Result<(), SysError> {
         let procs = self.dir.join("cgroup.procs");
-        let closed = self.gate.0.lock().unwrap_or_else(|p| p.into_inner());
+        let closed = crate::sync::lock(&self.gate.0);
         if *closed || !self.proc.alive() {
             let errno = if *closed {
                 libc::ECANCELED
@@ -243,7 +243,7 @@ mod tests {
 
     #[test]
     fn a_move_is_written_outside_and_undone_by_the_restore() {
-        let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        let _s = crate::sync::lock(&SERIAL);
         let Some(mut e) = v1_enforcer() else { return };
         let (mut child, p) = sleeper();
         let all = e.managed;
@@ -263,7 +263,7 @@ mod tests {
 
     #[test]
     fn a_move_prepared_before_the_restore_is_never_made() {
-        let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        let _s = crate::sync::lock(&SERIAL);
         let Some(mut e) = v1_enforcer() else { return };
         let (mut child, p) = sleeper();
         let all = e.managed;

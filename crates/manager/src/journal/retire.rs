@@ -51,7 +51,7 @@ pub(super) fn close_later(file: Option<File>) {
             .map(|_| Mutex::new(tx))
     });
     if let Some(tx) = closer {
-        let tx = tx.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = crate::sync::lock(tx);
         // A send fails only if the thread is gone; the file is then dropped here.
         let _ = tx.send(file);
     }

@@ -30,11 +30,7 @@ pub fn annotate(status: &mut Status, stats: &Stats, read_pages: bool) {
         deferred: t.deferred,
         errors: t.errors,
     };
-    let off = stats
-        .off_reason
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
+    let off = crate::sync::lock(&stats.off_reason).clone();
     for a in &mut status.applications {
         match stats.app(a.id) {
             Some(r) => {

@@ -89,6 +89,6 @@ impl Stats {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, AppReport>> {
-        self.apps.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.apps)
     }
 }

@@ -53,7 +53,7 @@ impl MoverThread {
                     let now = partita_protocol::page::monotonic_ns();
                     let next = mover.round(fresh.as_ref().map(|(_, v)| v.as_slice()), now);
                     let pause = Duration::from_nanos(next.saturating_sub(now)).min(POLL);
-                    let stopped = s.0.lock().unwrap_or_else(|p| p.into_inner());
+                    let stopped = crate::sync::lock(&s.0);
                     let (stopped, _) =
                         s.1.wait_timeout_while(stopped, pause, |stop| !*stop)
                             .unwrap_or_else(|p| p.into_inner());
@@ -67,7 +67,7 @@ impl MoverThread {
 
     /// Ends the thread after its current slice (at most one budget burst of moves).
     pub fn stop(self) {
-        *self.stop.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        *crate::sync::lock(&self.stop.0) = true;
         self.stop.1.notify_all();
         let _ = self.thread.join();
     }

@@ -8,14 +8,14 @@
 //! `PARTITA_NUMA=off`, goes through the same moves and its pages must stay on node 0.
 
 use std::io::BufRead;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use partita_manager::status::AppStatus;
 use partita_runtime::{ThreadPool, ThreadPoolBuilder};
 
-use super::{App, Checks, wait_app, wait_cpus};
+use super::{wait_app, wait_cpus, App, Checks};
 
 /// P's heap: 256 MiB of `u64`.
 const HEAP_BYTES: usize = 256 << 20;

@@ -11,7 +11,7 @@
 //! published. Meanwhile the lowered target is published at once (revocation stays
 //! immediate), the releasing application keeps the CPU in its page and affinity, and no
 //! other application's page or affinity includes it. Once the active count reaches the
-//! target (the runtime rings the doorbell when its worker parks) or the deadline passes,
+//! target (the runtime sends a demand change when its worker parks) or the deadline passes,
 //! the next round hands it over.
 //!
 //! Never withheld: CPUs that were idle, CPUs of uncontrolled processes (whose sets follow
@@ -36,7 +36,7 @@ pub(crate) struct Transit {
 
 impl Transit {
     /// The earliest hand-over deadline (monotonic ns), when a round must run even if no
-    /// doorbell rings.
+    /// round is requested.
     pub(crate) fn deadline(&self, handover_ns: u64) -> Option<u64> {
         self.releasing
             .values()

@@ -1,4 +1,4 @@
-//! The real two-NUMA-node test: boots `vm/run.sh` (QEMU/TCG, two nodes) and checks the guest's
+//! The real two-NUMA-node test: boots `run.sh` beside this package (QEMU/TCG, two nodes) and checks the guest's
 //! report. Runs when `PARTITA_NUMA_VM=1` (scripts/test.d/50-numa-vm.sh sets it); otherwise it
 //! says it is skipped. The report parser is tested on fabricated logs below, so a guest that
 //! fails a check, crashes or never finishes fails the host test.
@@ -14,7 +14,7 @@ struct Report {
     /// batch → (raw ns/page, wrapper ns/page)
     bench: BTreeMap<u32, (f64, f64)>,
     done: Option<(u32, u32)>,
-    /// The manager-and-application scenario's own tally (`vm/follow/main.rs`).
+    /// The manager-and-application scenario's own tally (`follow/main.rs`).
     follow_done: Option<(u32, u32)>,
     info: BTreeMap<String, String>,
 }
@@ -260,7 +260,7 @@ fn two_node_vm() {
         );
         return;
     }
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/vm/run.sh");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/run.sh");
     let out = Command::new("bash")
         .arg(script)
         .output()

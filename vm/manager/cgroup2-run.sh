@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
 # Boots a two-CPU QEMU guest (TCG; never KVM; the boot is scripts/vm/boot.sh, shared with the
-# NUMA guest) whose /init is crates/manager/vm/cgroup2-guest.sh and prints its serial
+# NUMA guest) whose /init is vm/manager/cgroup2-guest.sh and prints its serial
 # console: the cgroup v2 test of the manager's cpuset confinement and cleanup (the host may
 # have cpuset bound to cgroup v1, as CI's does). The kernel is the one
-# the NUMA VM test uses (crates/numa/vm/fetch-kernel.sh, cached in target/numa-vm/kernel);
+# the NUMA VM test uses (scripts/vm/fetch-kernel.sh, cached in target/numa-vm/kernel);
 # the guest runs the host's `partita` binary with the shared libraries it links, copied from
 # the host, so nothing is rebuilt for the guest.
 #
-#   crates/manager/vm/cgroup2-run.sh PARTITA_BINARY     env: CG2_VM_TIMEOUT (s, default 240)
+#   vm/manager/cgroup2-run.sh PARTITA_BINARY     env: CG2_VM_TIMEOUT (s, default 240)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-ws=$(cd "$here/../../.." && pwd)
+ws=$(cd "$here/../.." && pwd)
 bin=${1:?usage: cgroup2-run.sh PARTITA_BINARY}
 out=$ws/target/cgroup2-vm
 timeout_s=${CG2_VM_TIMEOUT:-240}
 mkdir -p "$out"
 
-# shellcheck source=../../../scripts/vm/boot.sh
+# shellcheck source=../../scripts/vm/boot.sh
 source "$ws/scripts/vm/boot.sh"
 vm_require cgroup2-vm
 kernel=$(vm_kernel)

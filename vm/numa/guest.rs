@@ -1,10 +1,10 @@
 //! The program the two-NUMA-node VM test runs inside QEMU (built static by
-//! `crates/numa/vm/run.sh` as the `numa-vm-guest` binary, feature `vm-guest`). It checks
+//! `vm/numa/run.sh` as the `numa-vm-guest` binary of partita-numa-vm). It checks
 //! topology, page moves, `mbind` with `MPOL_MF_MOVE`, interleaving, the first-touch helper, `Replicated<T>` placement, fault sampling and wrapper
 //! safety on a real two-node kernel, and measures `move_pages` per-page cost for batch sizes
 //! 1…512 through the wrapper and through the raw system call.
 //!
-//! Output protocol (one line each, parsed by `crates/numa/tests/vm.rs`):
+//! Output protocol (one line each, parsed by `vm/numa/tests/vm.rs`):
 //! `PARTITA-NUMA CHECK <name> PASS|FAIL <detail>`, `PARTITA-NUMA INFO <key> <value>`,
 //! `PARTITA-NUMA BENCH batch=<n> pages=<p> raw_ns_per_page=<x> wrapper_ns_per_page=<y>`,
 //! and finally `PARTITA-NUMA DONE checks=<n> failed=<m>`.
@@ -12,12 +12,13 @@
 //! Run on any machine it only reports what fails there (a one-node machine fails the
 //! two-node checks by design).
 
-use partita_numa::counters::{FaultSampler, numa_balancing, probe};
+use partita_numa::counters::{numa_balancing, probe, FaultSampler};
 use partita_numa::{
-    MbindFlags, MemPolicy, MoveScope, NodeSet, NodeVec, NumaError, PageRange, PageStatus,
-    Placement, Replicated, Topology, locate, locate_pages, mbind, migrate_pages, move_pages_to,
-    node_of_address, online_nodes, page_size, placement::first_touch_on,
+    locate, locate_pages, mbind, migrate_pages, move_pages_to, node_of_address, online_nodes,
+    page_size, placement::first_touch_on, MbindFlags, MemPolicy, MoveScope, NodeSet, NodeVec,
+    NumaError, PageRange, PageStatus, Placement, Replicated, Topology,
 };
+use partita_stats::median;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -468,10 +469,6 @@ fn raw_move(pages: &[*mut libc::c_void], nodes: &[libc::c_int], status: &mut [li
 }
 
 /// The median (partita-stats', the one every table uses) of owned samples.
-fn median(v: Vec<f64>) -> f64 {
-    partita_stats::median(&v)
-}
-
 fn bench() -> Result<String, String> {
     const N: usize = 512;
     const REPS: usize = 4;
@@ -517,7 +514,7 @@ fn bench() -> Result<String, String> {
             raw.push(r_ns / (2 * N) as f64);
             wrap.push(w_ns / (2 * N) as f64);
         }
-        let (r, w) = (median(raw), median(wrap));
+        let (r, w) = (median(&raw), median(&wrap));
         println!(
             "PARTITA-NUMA BENCH batch={batch} pages={N} raw_ns_per_page={r:.0} wrapper_ns_per_page={w:.0}"
         );

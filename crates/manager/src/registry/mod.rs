@@ -1,23 +1,23 @@
 //! The manager's state: registered applications, processes started with `partita run`, the
 //! allocator's history, and the reallocation that turns them into published pages and CPU
-//! sets. Synchronous and lock-protected; the daemon's tasks call into it.
+//! sets. Synchronous and lock-protected; the daemon's tasks call into it. Beside it: the
+//! status snapshot (`snapshot`), the bandwidth policy's plumbing (`bandwidth`), the page
+//! mover's views (`memory`) and the partitions made from cgroups (`cgroups`).
 
-use crate::alloc::{self, AllocInput, AllocOutput, AppDemand, AppId, History, MemberId};
-use crate::config::{
-    Config, Control, PartitionConfig, PolicyKind, Uncontrolled, DEFAULT_PARTITION,
-};
+use crate::alloc::{self, AllocInput, AllocOutput, AppDemand, AppId, History};
+use crate::config::{Config, Control, PartitionConfig, PolicyKind, Uncontrolled};
 use crate::proc_ref::ProcRef;
 use crate::realloc::{self, AppView, Batch, Effect, PlanInput};
-use crate::status::{AppStatus, PartitionStatus, Status};
 use crate::sys;
 use partita_protocol::page::{monotonic_ns, PageMap};
 use partita_protocol::wire::ErrorCode;
 use partita_protocol::CpuSet;
 use std::collections::BTreeMap;
-mod memory;
-
+mod bandwidth;
 mod cgroups;
+mod memory;
 mod nodes;
+mod snapshot;
 
 /// Who is on the other end of a connection (kernel credentials and a pidfd).
 #[derive(Debug, Clone)]
@@ -50,7 +50,7 @@ struct App {
     published: Option<(u32, CpuSet)>,
     /// Allocations published to it so far.
     allocations: u64,
-    /// When its pending revocation was published (monotonic ns; `realloc::handover`).
+    /// When its pending revocation was published (monotonic ns; `realloc::plan::handover`).
     revoked_at: Option<u64>,
 }
 
@@ -164,7 +164,7 @@ impl Registry {
     pub(crate) fn new(config: Config, managed: CpuSet, confinement: &'static str) -> Registry {
         let partitions = config.partition_list();
         let cpus = managed.to_vec();
-        let topo = alloc::topology::CpuTopology::read(&cpus);
+        let topo = crate::hardware::cpu_topology(&cpus);
         let (domains, nodes) = (topo.llcs, topo.nodes);
         let bandwidth = crate::quantum::Bandwidth::new(&config, &partitions);
         let n = partitions.len();
@@ -238,7 +238,7 @@ impl Registry {
 
     /// Track the calling process as uncontrolled in the partition named `partition`
     /// (`partita run`); returns the partition's index. "When one appears it gets one CPU at
-    /// once": the caller rings for a reallocation, waits for it, then confines the process
+    /// once": the caller requests a round, waits for it, then confines the process
     /// to [`Registry::uncontrolled_set`] (and calls [`Registry::untrack`] if it cannot).
     /// The partition must admit the caller as a member (its hint rule, uid or gid; `default`
     /// admits everyone), the caller must be one this manager serves, and at most
@@ -377,8 +377,8 @@ impl Registry {
     }
 
     /// Register an application (identity from SO_PEERCRED) and give it a page. Its page says
-    /// "your whole pool, no confinement" until the next reallocation, which the caller rings
-    /// for: registration never waits for one.
+    /// "your whole pool, no confinement" until the next reallocation, which the caller requests:
+    /// registration never waits for one.
     pub(crate) fn register(&mut self, req: Registration) -> Result<AppId, (ErrorCode, String)> {
         self.admit(&req)?;
         let partition = self.place(req.pid, &req.name, req.uid, req.gid, &req.hint)?;
@@ -579,66 +579,6 @@ impl Registry {
         }
     }
 
-    /// The bandwidth policy's quantum, when a partition uses it.
-    pub(crate) fn bandwidth_period_ms(&self) -> Option<u64> {
-        self.bandwidth.period_ms()
-    }
-
-    /// One quantum of the bandwidth policy: read counters, select, write every page's
-    /// `quantum_end` (before the zero targets are published); returns whether the parked set
-    /// changed, so that the caller rings for a reallocation.
-    pub(crate) fn bandwidth_quantum(&mut self) -> bool {
-        let (apps, cpus) = self.bandwidth_input();
-        let changed = self.bandwidth.tick(&apps, &cpus, monotonic_ns());
-        self.store_quantum_ends();
-        changed
-    }
-
-    /// Between quanta, before a reallocation: CPUs freed by a departure or a demand drop go
-    /// to parked applications at once (the bandwidth policy's top-up), not at the quantum's end.
-    fn bandwidth_top_up(&mut self) {
-        if !self.bandwidth.any_parked() {
-            return;
-        }
-        let (apps, cpus) = self.bandwidth_input();
-        if self.bandwidth.top_up(&apps, &cpus) {
-            self.store_quantum_ends();
-        }
-    }
-
-    /// What the bandwidth policy reads: every application's demand and reported bytes now,
-    /// and each partition's CPUs.
-    fn bandwidth_input(&self) -> (Vec<crate::quantum::TickApp>, Vec<u32>) {
-        let apps = self
-            .apps
-            .values()
-            .map(|a| crate::quantum::TickApp {
-                id: a.id,
-                pid: a.pid,
-                partition: a.partition,
-                demand: a.page.app.demand.load(Ordering::Relaxed),
-                reported_bytes: a.page.app.bandwidth.load(Ordering::Relaxed),
-            })
-            .collect();
-        let cpus = (0..self.partitions.len())
-            .map(|k| {
-                let p = self.last.partitions.get(k).cloned().unwrap_or_default();
-                p.entitlement.max(p.allocation)
-            })
-            .collect();
-        (apps, cpus)
-    }
-
-    /// Every page's `quantum_end` (before the zero targets are published).
-    fn store_quantum_ends(&self) {
-        for a in self.apps.values() {
-            a.page
-                .manager
-                .quantum_end
-                .store(self.bandwidth.quantum_end(a.id), Ordering::Release);
-        }
-    }
-
     /// Take new runnable measurements (computed outside the lock); returns whether any
     /// partition's uncontrolled demand changed.
     pub(crate) fn update_runnable(&mut self, now: &[u32], alpha: f64) -> bool {
@@ -677,118 +617,5 @@ impl Registry {
         let before = self.tracked.len();
         self.tracked.retain(|t| !gone.contains(&t.pid));
         before != self.tracked.len()
-    }
-
-    /// A status snapshot as `viewer` may see it: root (or `None`, the in-process handle) sees
-    /// everything, any other uid only its own applications and processes.
-    pub(crate) fn status(&self, viewer: Option<u32>) -> Status {
-        let visible = |uid: u32| viewer.is_none_or(|v| v == 0 || v == uid);
-        let mut partitions: Vec<PartitionStatus> = (0..self.partitions.len())
-            .map(|k| self.partition_status(k, &visible))
-            .collect();
-        self.cgroups.annotate(&mut partitions);
-        if partitions.is_empty() {
-            partitions.push(PartitionStatus {
-                name: DEFAULT_PARTITION.into(),
-                ..Default::default()
-            });
-        }
-        let now_ns = monotonic_ns();
-        let applications = self
-            .apps
-            .values()
-            .filter(|a| visible(a.uid))
-            .map(|a| self.app_status(a, now_ns))
-            .collect();
-        Status {
-            timestamp_ms: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as u64),
-            control: self.config.control,
-            cpus: self.cpus.clone(),
-            cpus_managed: self.cpus.len(),
-            reallocations: self.reallocations,
-            samples: self.samples,
-            last_moves: self.last.moves,
-            confinement: self.confinement.into(),
-            partitions,
-            applications,
-            refusals: self.telemetry.refusal_counts(),
-            memory: Default::default(),
-        }
-    }
-
-    /// Partition `k` in the status; `visible` filters its tracked processes by uid.
-    fn partition_status(&self, k: usize, visible: &dyn Fn(u32) -> bool) -> PartitionStatus {
-        let p = &self.partitions[k];
-        let a = self.last.partitions.get(k).cloned().unwrap_or_default();
-        let (counter_source, counter_skipped, bandwidth) = self
-            .bandwidth
-            .partition_status(k)
-            .map(|(s, skipped, line)| (s, skipped.iter().map(|x| x.to_string()).collect(), line))
-            .unwrap_or_else(|| ("none".into(), Vec::new(), String::new()));
-        PartitionStatus {
-            counter_source,
-            counter_skipped,
-            bandwidth,
-            name: p.name.clone(),
-            share: p.share,
-            fixed_cpus: p.cpus,
-            sharing: p.sharing,
-            policy: p.policy,
-            entitlement: a.entitlement,
-            demand: a.demand,
-            allocation: a.allocation,
-            lent: a.lent,
-            borrowed: a.borrowed,
-            uncontrolled_runnable: self.runnable[k].now,
-            uncontrolled_average: self.runnable[k].avg,
-            uncontrolled_cpus: self.last.cpus(MemberId::Uncontrolled(k)).to_vec(),
-            uncontrolled_pids: self
-                .tracked
-                .iter()
-                .filter(|t| t.partition == k && visible(t.uid))
-                .map(|t| t.pid)
-                .collect(),
-            ..Default::default()
-        }
-    }
-
-    /// One application in the status.
-    fn app_status(&self, a: &App, now_ns: u64) -> AppStatus {
-        let (target, cpus) = a.published.unwrap_or((a.pool_size, CpuSet::new()));
-        let hb = a.page.app.heartbeat.load(Ordering::Relaxed);
-        let (rate, parked) = self.bandwidth.app_status(a.id);
-        AppStatus {
-            id: a.id,
-            pid: a.pid,
-            uid: a.uid,
-            name: a.name.clone(),
-            partition: self.partitions[a.partition].name.clone(),
-            pool_size: a.pool_size,
-            demand: a.page.app.demand.load(Ordering::Relaxed),
-            target,
-            allocations: a.allocations,
-            active: a.page.app.active.load(Ordering::Relaxed),
-            nodes: self.nodes_of(&cpus),
-            cpus: cpus.to_vec(),
-            policy: self.partitions[a.partition].policy,
-            counter_source: self
-                .bandwidth
-                .partition_status(a.partition)
-                .map_or_else(|| "none".into(), |s| s.0),
-            runtime_traffic: match a.page.app.traffic_status.load(Ordering::Relaxed) {
-                0 => String::new(),
-                code => partita_protocol::traffic::describe(code),
-            },
-            rate_gbps: rate.map(|r| r / 1e9),
-            parked,
-            tasks_run: a.page.app.tasks_run.load(Ordering::Relaxed),
-            heartbeat_age_ms: now_ns.saturating_sub(hb) / 1_000_000,
-            jobserver_tokens: a
-                .jobserver
-                .then(|| a.page.app.active.load(Ordering::Relaxed)),
-            ..Default::default()
-        }
     }
 }

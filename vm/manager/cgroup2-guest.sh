@@ -1,5 +1,5 @@
 #!/bin/busybox sh
-# The guest's /init for the cgroup v2 test (packed by crates/manager/vm/cgroup2-run.sh): mounts
+# The guest's /init for the cgroup v2 test (packed by vm/manager/cgroup2-run.sh): mounts
 # the unified hierarchy, delegates cpuset to a service cgroup /svc the way systemd would (the
 # root's subtree_control), moves itself there, and runs `partita serve` with cgroups = true
 # from it. Checks, one line each (`PARTITA-CG2 CHECK <name> PASS|FAIL <detail>`), then

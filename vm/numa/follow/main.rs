@@ -6,10 +6,11 @@
 //! `numa-follow: …` line. Output: `PARTITA-NUMA CHECK follow_* PASS|FAIL detail`,
 //! `PARTITA-NUMA INFO …`, and `PARTITA-NUMA FOLLOW-DONE checks=N failed=F`.
 
+use partita_stats::median;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use partita_runtime::{PoolVec, ThreadPool, ThreadPoolBuilder};
@@ -796,12 +797,14 @@ fn fault_scenario(c: &mut Checks) {
     c.check(
         CHECK,
         match r {
-            Ok(t) if stopped && start0 == POLICY_PAGES && n1 == POLICY_PAGES && rep.faults > 0 => Ok(format!(
+            Ok(t) if stopped && start0 == POLICY_PAGES && n1 == POLICY_PAGES && rep.faults > 0 => {
+                Ok(format!(
                 "{n1} of {POLICY_PAGES} pages read from node 1 moved there in {} ms, counted by \
                  {} sampled faults, no hints; sampler {rep:?}",
                 t.as_millis(),
                 rep.faults
-            )),
+            ))
+            }
             other => Err(format!(
                 "started {start0} on node 0; now {n1} on node 1 ({other:?}); sampler {rep:?}"
             )),
@@ -834,11 +837,6 @@ fn raw_move(addrs: &[usize], node: i32) -> Result<(), String> {
         return Err(format!("move_pages: {}", std::io::Error::last_os_error()));
     }
     Ok(())
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn bench() -> Result<String, String> {
@@ -876,7 +874,7 @@ fn bench() -> Result<String, String> {
             pool_ns[run], raw_ns[run]
         );
     }
-    let (p, r) = (median(pool_ns), median(raw_ns));
+    let (p, r) = (median(&pool_ns), median(&raw_ns));
     Ok(format!(
         "median of {RUNS}: migrate_memory {p:.0} ns/page, raw move_pages {r:.0} ns/page, ratio {:.2}",
         p / r

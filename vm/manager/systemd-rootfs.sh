@@ -1,5 +1,5 @@
 #!/bin/sh
-# mmdebstrap's customize hook for the systemd guest (crates/manager/vm/systemd-run.sh): $1 is
+# mmdebstrap's customize hook for the systemd guest (vm/manager/systemd-run.sh): $1 is
 # the new root. The guest boots to multi-user.target and runs partita-vm-test.service, which
 # mounts the payload disk (/dev/vdb) and runs its guest.sh with output on the serial console,
 # then powers off. Consoles and timers that would only slow a TCG boot are masked.

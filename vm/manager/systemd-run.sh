@@ -1,27 +1,27 @@
 #!/usr/bin/env bash
 # Boots a Debian 12 guest with systemd as PID 1 and the unified cgroup v2 hierarchy (QEMU,
-# TCG, never KVM) and runs crates/manager/vm/systemd-guest.sh in it: the Debian package is
+# TCG, never KVM) and runs vm/manager/systemd-guest.sh in it: the Debian package is
 # installed and the manager checked as a real systemd service (socket activation, readiness,
 # crash recovery after SIGKILL, stop, removal, sandbox exposure); see that script.
 #
 # - The root file system is built once with mmdebstrap from Debian's packages and cached as
 #   an ext4 image in target/systemd-vm/ (a new list of packages or a new guest unit rebuilds
 #   it); each boot uses it copy-on-write (snapshot=on), so it stays pristine.
-# - The kernel is the NUMA guest's Debian cloud kernel (crates/numa/vm/fetch-kernel.sh,
+# - The kernel is the NUMA guest's Debian cloud kernel (scripts/vm/fetch-kernel.sh,
 #   target/numa-vm/kernel); its virtio modules (from the same kernel package, cached here)
 #   are loaded by a busybox initramfs that mounts the image and hands over to systemd.
 # - A second, read-only disk carries the .deb and the guest script.
 #
-#   crates/manager/vm/systemd-run.sh PARTITA_DEB    env: SYSTEMD_VM_TIMEOUT (s, default 600)
+#   vm/manager/systemd-run.sh PARTITA_DEB    env: SYSTEMD_VM_TIMEOUT (s, default 600)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-ws=$(cd "$here/../../.." && pwd)
+ws=$(cd "$here/../.." && pwd)
 deb=$(realpath "${1:?usage: systemd-run.sh PARTITA_DEB}")
 out=$ws/target/systemd-vm
 timeout_s=${SYSTEMD_VM_TIMEOUT:-600}
 mkdir -p "$out"
 
-# shellcheck source=../../../scripts/vm/boot.sh
+# shellcheck source=../../scripts/vm/boot.sh
 source "$ws/scripts/vm/boot.sh"
 vm_require systemd-vm mmdebstrap mke2fs strings
 kernel=$(vm_kernel)

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The systemd guest's checks (run by partita-vm-test.service, see systemd-rootfs.sh; packed by
-# crates/manager/vm/systemd-run.sh): the Debian package under a real systemd with cgroup v2.
+# vm/manager/systemd-run.sh): the Debian package under a real systemd with cgroup v2.
 # One line per check, `PARTITA-SYSTEMD CHECK <name> PASS|FAIL t=<uptime> <detail>`, then
 # `PARTITA-SYSTEMD DONE checks=<n> failed=<m>`; measurements as `PARTITA-SYSTEMD MEASURE`.
 P=/mnt/payload

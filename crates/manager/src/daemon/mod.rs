@@ -1,6 +1,6 @@
 //! The daemon: tokio plumbing around the [`Registry`]. One task accepts connections, one task
-//! per connection speaks the protocol, one samples uncontrolled processes, one rings for the
-//! periodic reallocation (rotation, decay, quanta); the reallocator thread ([`realloc`])
+//! per connection speaks the protocol, one samples uncontrolled processes, one requests the
+//! periodic reallocation round (rotation, decay, quanta); the reallocator thread ([`realloc`])
 //! plans under the registry's lock and applies outside it. Tasks take the registry's lock only
 //! for short bookkeeping and never wait for a reallocation (except `partita run`, which waits
 //! for the one that gives its partition a CPU, on a blocking thread).
@@ -14,7 +14,7 @@ use crate::config::Config;
 use crate::enforce::{Enforcer, Prepared};
 use crate::limits::{AcceptBackoff, ConnLimits};
 use crate::proc_ref::ProcRef;
-use crate::realloc::{self, Doorbell};
+use crate::realloc::{self, Rounds};
 use crate::registry::{Peer, Registration, Registry};
 use crate::service::Listening;
 use crate::status::Status;
@@ -48,8 +48,8 @@ pub(crate) struct Shared {
     registry: Mutex<Registry>,
     /// Applies CPU sets; used by the reallocator thread, `partita run` and shutdown.
     enforcer: Mutex<Enforcer>,
-    /// Rung for every change that may move CPUs (see [`realloc`]).
-    doorbell: Arc<Doorbell>,
+    /// Asked for a round by every change that may move CPUs (see [`realloc`]).
+    rounds: Arc<Rounds>,
     shutdown: Notify,
     conns: Arc<ConnLimits>,
     /// systemd's watchdog, pinged by every reallocation round ([`crate::service`]).
@@ -67,12 +67,12 @@ impl Shared {
     pub(crate) fn lock(&self) -> MutexGuard<'_, Registry> {
         // A panic while holding the lock would be a bug in the manager itself; keep serving
         // with the state as it is rather than cascading the panic.
-        self.registry.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.registry)
     }
 
     fn enforcer(&self) -> MutexGuard<'_, Enforcer> {
         // As for the registry: keep going with the state as it is.
-        self.enforcer.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.enforcer)
     }
 
     /// Whether the enforcer keeps a process tree or an application inside its CPUs
@@ -87,14 +87,14 @@ impl Shared {
     }
 
     /// Change something outside the manager unless it is shutting down. Checked under the
-    /// enforcer's lock: shutdown stops the doorbell before it takes that lock to restore
+    /// enforcer's lock: shutdown stops the rounds before it takes that lock to restore
     /// everything, so the change happens before the restore (which undoes it) or not at all.
     /// A blocking task that outlives the aborted task awaiting it (the sampler's reconfinement
     /// under load, a `partita run` catching up) would otherwise narrow a process again after
     /// the restore, and the confinement would survive the manager.
     fn unless_stopped<R>(&self, change: impl FnOnce(&mut Enforcer) -> R) -> Option<R> {
         let mut enforcer = self.enforcer();
-        (!self.doorbell.is_stopped()).then(|| change(&mut enforcer))
+        (!self.rounds.is_stopped()).then(|| change(&mut enforcer))
     }
 
     /// [`Enforcer::confine_uncontrolled`] with the cgroup write (which may wait seconds for
@@ -115,17 +115,17 @@ impl Shared {
         }
     }
 
-    /// Ask for a reallocation (coalesced; never waits).
-    pub(crate) fn ring(&self) -> u64 {
-        self.doorbell.ring()
+    /// Ask for a reallocation round (coalesced; never waits).
+    pub(crate) fn request_round(&self) -> u64 {
+        self.rounds.request()
     }
 
-    /// An application's doorbell: run the reallocation on this thread at once when the
-    /// doorbell lets it ([`Doorbell::ring_or_claim`]) and the enforcer is free, otherwise
+    /// An application's demand changed: run the reallocation on this thread at once when the
+    /// rounds let it ([`Rounds::request_or_claim`]) and the enforcer is free, otherwise
     /// leave it to the reallocator thread. Never waits for a lock held by a round or a
     /// `partita run` confinement.
-    pub(crate) fn ring_now(&self) {
-        let Some(claim) = self.doorbell.ring_or_claim() else {
+    pub(crate) fn demand_changed(&self) {
+        let Some(claim) = self.rounds.request_or_claim() else {
             return;
         };
         match self.enforcer.try_lock() {
@@ -141,7 +141,7 @@ impl Shared {
         self.round(self.enforcer(), false);
     }
 
-    /// A reallocation with the enforcer's lock taken (`inline`: on the doorbell's thread).
+    /// A reallocation with the enforcer's lock taken (`inline`: on the connection's thread).
     fn round(&self, mut enforcer: MutexGuard<'_, Enforcer>, inline: bool) {
         realloc::hop!("round", inline = u64::from(inline));
         // The enforcer's lock is held from before planning until the batch is applied, so a
@@ -150,7 +150,7 @@ impl Shared {
         let mut batch = self.lock().plan();
         realloc::hop!("planned");
         if let Some(at) = batch.recheck_at.take() {
-            self.doorbell.schedule(realloc::instant_at(at));
+            self.rounds.schedule(realloc::instant_at(at));
         }
         realloc::apply(batch, &mut enforcer);
         realloc::hop!("applied");
@@ -285,7 +285,7 @@ pub(crate) fn shared(config: Config, state_dir: Option<&Path>) -> Result<Arc<Sha
     Ok(Arc::new(Shared {
         registry: Mutex::new(Registry::new(config, managed, confinement)),
         enforcer: Mutex::new(enforcer),
-        doorbell: Arc::new(Doorbell::default()),
+        rounds: Arc::new(Rounds::default()),
         shutdown: Notify::new(),
         conns,
         watchdog: crate::service::Watchdog::from_env(),
@@ -300,7 +300,7 @@ pub(crate) fn shared(config: Config, state_dir: Option<&Path>) -> Result<Arc<Sha
 pub(crate) async fn run(shared: Arc<Shared>, listening: Listening) -> Result<(), Error> {
     let (socket, activated, notify) = (listening.path, listening.activated, listening.notify);
     // The thread that runs this loop (all tasks, on a current-thread runtime) reads
-    // doorbells; worker threads of a multi-thread runtime ask for the same at their start.
+    // demand changes; worker threads of a multi-thread runtime ask for the same at their start.
     realloc::react_quickly();
     let listener = UnixListener::from_std(listening.listener).map_err(|source| Error::Io {
         context: "register listener with tokio".into(),
@@ -311,14 +311,14 @@ pub(crate) async fn run(shared: Arc<Shared>, listening: Listening) -> Result<(),
     tracing::info!(socket = %socket.display(), cpus = %shared.lock().managed(), "partita manager listening");
     let reallocator = {
         let s = shared.clone();
-        realloc::spawn(shared.doorbell.clone(), move || s.reallocate_once()).map_err(|source| {
+        realloc::spawn(shared.rounds.clone(), move || s.reallocate_once()).map_err(|source| {
             Error::Io {
                 context: "spawn the reallocator thread".into(),
                 source,
             }
         })?
     };
-    shared.ring();
+    shared.request_round();
     let mover = start_mover(&shared);
     let mut tasks = tokio::task::JoinSet::new();
     let mut background = spawn_background(&shared, sample, tick);
@@ -369,7 +369,7 @@ pub(crate) async fn run(shared: Arc<Shared>, listening: Listening) -> Result<(),
     tasks.abort_all();
     while tasks.join_next().await.is_some() {}
     while background.join_next().await.is_some() {}
-    shared.doorbell.stop();
+    shared.rounds.stop();
     let _ = tokio::task::spawn_blocking(move || reallocator.join()).await;
     let _ = tokio::task::spawn_blocking(move || mover.map(|m| m.stop())).await;
     shared.lock().shutdown();
@@ -408,7 +408,7 @@ fn start_mover(shared: &Arc<Shared>) -> Option<crate::memfollow::MoverThread> {
     stats
         .running
         .store(mover.is_some(), std::sync::atomic::Ordering::Relaxed);
-    *stats.off_reason.lock().unwrap_or_else(|p| p.into_inner()) = off;
+    *crate::sync::lock(&stats.off_reason) = off;
     mover
 }
 
@@ -436,7 +436,7 @@ fn spawn_background(
     background
 }
 
-/// The periodic reallocation (rotation, decay, quanta): a ring per tick.
+/// The periodic reallocation (rotation, decay, quanta): a round requested per tick.
 async fn ticker(shared: Arc<Shared>, tick: Duration) {
     let mut iv = tokio::time::interval(tick);
     iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -444,11 +444,11 @@ async fn ticker(shared: Arc<Shared>, tick: Duration) {
         iv.tick().await;
         // Programs that moved to another cgroup, cpusets that changed (issue 30).
         shared.lock().recheck_cgroups();
-        shared.ring();
+        shared.request_round();
     }
 }
 
-/// The bandwidth policy's quantum: select, then ring when the parked set changed.
+/// The bandwidth policy's quantum: select, then request a round when the parked set changed.
 async fn bandwidth_ticker(shared: Arc<Shared>, period: Duration) {
     let mut iv = tokio::time::interval(period);
     iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -456,7 +456,7 @@ async fn bandwidth_ticker(shared: Arc<Shared>, period: Duration) {
         iv.tick().await;
         let changed = shared.lock().bandwidth_quantum();
         if changed {
-            shared.ring();
+            shared.request_round();
         }
     }
 }
@@ -633,11 +633,11 @@ async fn confine(
     partition: String,
 ) -> Result<(String, CpuSet), (ErrorCode, String)> {
     let k = shared.lock().confine(peer, &partition)?;
-    let n = shared.ring();
+    let n = shared.request_round();
     let s = shared.clone();
     let proc: ProcRef = peer.proc.clone();
     tokio::task::spawn_blocking(move || {
-        s.doorbell.wait_served(n);
+        s.rounds.wait_served(n);
         let (name, set) = s.lock().uncontrolled_set(k);
         let applied = s.confine_uncontrolled(&name, &proc, &set);
         let Some(applied) = applied else {
@@ -663,7 +663,7 @@ async fn confine(
                 let pid = proc.pid();
                 tracing::warn!(pid, partition = %name, error = %e, "could not confine process");
                 s.lock().untrack(&[pid]);
-                s.ring();
+                s.request_round();
                 Err((
                     ErrorCode::PermissionDenied,
                     format!("cannot confine process {pid}: {e}"),
@@ -688,7 +688,7 @@ struct Unregister<'a> {
 impl Drop for Unregister<'_> {
     fn drop(&mut self) {
         self.shared.lock().unregister(self.id);
-        self.shared.ring();
+        self.shared.request_round();
     }
 }
 
@@ -715,9 +715,9 @@ async fn serve_application(shared: &Shared, stream: &mut UnixStream, req: Regist
             shared.lock().lower_outside(fresh);
         }
     }
-    // The newcomer's first allocation (it runs at full size until then): ring now rather than
-    // wait for the periodic tick.
-    shared.ring();
+    // The newcomer's first allocation (it runs at full size until then): request it now rather
+    // than wait for the periodic tick.
+    shared.request_round();
     tracing::info!(id, pid, name = %name, pool, "application registered");
     if welcome(shared, stream, id).await.is_ok() {
         follow(shared, stream, &proc, uid).await;
@@ -772,7 +772,7 @@ async fn follow(shared: &Shared, stream: &mut UnixStream, proc: &ProcRef, uid: u
                 Ok(None) | Ok(Some(ClientMessage::Goodbye)) => return,
                 Ok(Some(ClientMessage::DemandChanged)) => {
                     realloc::hop!("doorbell", pid = who.0);
-                    shared.ring_now();
+                    shared.demand_changed();
                 }
                 Ok(Some(_)) => {
                     let msg = "unexpected message after registration".to_string();

@@ -105,7 +105,7 @@ fn the_revoked_cpu_goes_to_its_new_owner_once_the_worker_parked() {
     input.now_ns += D / 2;
     let again = plan(&input, &mut history);
     assert!(again.effects.is_empty(), "{:?}", again.effects);
-    // It parks (the runtime rings): the CPU is handed over.
+    // It parks (the runtime sends a demand change): the CPU is handed over.
     set_active(&mut input, 2, 1);
     let handed = plan(&input, &mut history);
     apply_to(&mut input, &handed);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Boots the two-NUMA-node QEMU guest (TCG; never KVM; the boot is scripts/vm/boot.sh, shared
 # with the cgroup v2 guest) and runs the partita-numa guest program in it. Prints the guest's
-# serial console to stdout; the host test (crates/numa/tests/vm.rs) parses the
+# serial console to stdout; the host test (vm/numa/tests/vm.rs) parses the
 # "PARTITA-NUMA ..." lines.
 #
 # Steps: build the static guest binary (its own target dir, so the shared target/ keeps its
@@ -10,29 +10,26 @@
 # program fills a 256 MiB heap on one node and the manager moves it to the other), power off
 # at the end.
 #
-#   crates/numa/vm/run.sh            env: NUMA_VM_TIMEOUT (seconds, default 200),
+#   vm/numa/run.sh                   env: NUMA_VM_TIMEOUT (seconds, default 200),
 #                                         NUMA_VM_ONLY_FOLLOW=1 (only the follow scenario)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-ws=$(cd "$here/../../.." && pwd)
+ws=$(cd "$here/../.." && pwd)
 out=$ws/target/numa-vm
 timeout_s=${NUMA_VM_TIMEOUT:-200}
 mkdir -p "$out"
 
-# shellcheck source=../../../scripts/vm/boot.sh
+# shellcheck source=../../scripts/vm/boot.sh
 source "$ws/scripts/vm/boot.sh"
 vm_require numa-vm
 
-echo "numa-vm: building the static guest binary" >&2
+echo "numa-vm: building the static guest binaries" >&2
+# Both programs are this package's (partita-numa-vm, beside this script): the wrapper checks
+# and the manager-and-application scenario (memory follows CPUs, issue 14), which needs
+# partita-manager and partita-runtime, which sit above partita-numa.
 (cd "$ws" && CARGO_TARGET_DIR=$ws/target/vm RUSTFLAGS='-C target-feature=+crt-static' \
   CARGO_PROFILE_RELEASE_DEBUG=0 \
-  cargo build -q --release -p partita-numa --bin numa-vm-guest --features vm-guest \
-    --target x86_64-unknown-linux-gnu >&2)
-# The manager-and-application scenario (memory follows CPUs, issue 14): its own package,
-# because it needs partita-manager and partita-runtime, which sit above partita-numa.
-(cd "$ws" && CARGO_TARGET_DIR=$ws/target/vm RUSTFLAGS='-C target-feature=+crt-static' \
-  CARGO_PROFILE_RELEASE_DEBUG=0 \
-  cargo build -q --release -p partita-numa-vm --bin numa-follow-guest \
+  cargo build -q --release -p partita-numa-vm --bin numa-vm-guest --bin numa-follow-guest \
     --target x86_64-unknown-linux-gnu >&2)
 guest=$ws/target/vm/x86_64-unknown-linux-gnu/release/numa-vm-guest
 follow=$ws/target/vm/x86_64-unknown-linux-gnu/release/numa-follow-guest

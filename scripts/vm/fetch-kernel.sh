@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Fetches Debian's cloud kernel for the two-NUMA-node VM test into a cache under target/,
-# without installing it on this host: `apt-get download` + `dpkg-deb -x`. Idempotent: does
-# nothing when the kernel is already cached. Prints the cache directory.
+# Fetches Debian's cloud kernel for the QEMU guests (vm/numa, the cgroup v2 and systemd VMs)
+# into a cache under target/, without installing it on this host: `apt-get download` +
+# `dpkg-deb -x`. Idempotent: does nothing when the kernel is already cached. Prints the cache
+# directory.
 #
-#   crates/numa/vm/fetch-kernel.sh [CACHE_DIR]   (default: <workspace>/target/numa-vm/kernel)
+#   scripts/vm/fetch-kernel.sh [CACHE_DIR]   (default: <workspace>/target/numa-vm/kernel)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-ws=$(cd "$here/../../.." && pwd)
+ws=$(cd "$here/../.." && pwd)
 cache=${1:-$ws/target/numa-vm/kernel}
 if [[ -s $cache/vmlinuz && -s $cache/config ]]; then
   echo "$cache"

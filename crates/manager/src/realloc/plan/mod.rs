@@ -1,0 +1,182 @@
+//! The plan (pure): what an application's page, its affinity and the uncontrolled processes'
+//! CPU sets should be under the allocator's output, as a list of [`Effect`]s against what
+//! was last applied, with the revocation hand-over ([`handover`]).
+
+use crate::alloc::{self, AllocInput, AllocOutput, AppId, History, MemberId};
+use partita_protocol::CpuSet;
+use std::collections::BTreeMap;
+
+/// What planning needs to know about one application (plain data).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AppView {
+    /// Its id.
+    pub id: AppId,
+    /// Its partition's index.
+    pub partition: usize,
+    /// Worker threads in its pool.
+    pub pool_size: u32,
+    /// It follows only its CPU set, at full size.
+    pub partition_only: bool,
+    /// The manager may set its affinity (same user, or the manager is privileged).
+    pub may_confine: bool,
+    /// What its page says now: `(target, cpus)`, `None` before the first publish.
+    pub published: Option<(u32, CpuSet)>,
+    /// The demand its page reports (its own, before the bandwidth policy parks it).
+    pub demand: u32,
+    /// The active workers its page reports (`None`: cannot be read, so no hand-over).
+    pub active: Option<u32>,
+    /// When its pending revocation was published (monotonic ns; [`handover`]).
+    pub revoked_at: Option<u64>,
+}
+
+/// The input of [`plan`].
+#[derive(Debug, Clone)]
+pub(crate) struct PlanInput {
+    /// The allocator's input (CPUs, partitions, demands).
+    pub alloc: AllocInput,
+    /// Every registered application, sorted by id.
+    pub apps: Vec<AppView>,
+    /// Every CPU the manager hands out.
+    pub managed: CpuSet,
+    /// Per partition, the CPU set its uncontrolled processes are confined to now.
+    pub uncontrolled_sets: Vec<CpuSet>,
+    /// Now (monotonic ns).
+    pub now_ns: u64,
+    /// The hand-over deadline `D` (ns; 0: no hand-over, revoked CPUs move at once).
+    pub handover_ns: u64,
+}
+
+/// One change to the world.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Effect {
+    /// Write `(target, cpus)` into the application's page and wake its client.
+    Publish {
+        /// The application.
+        app: AppId,
+        /// Workers it should run.
+        target: u32,
+        /// CPUs it should run on (empty: no confinement).
+        cpus: CpuSet,
+    },
+    /// Set the affinity of every thread of the application's process.
+    Affinity {
+        /// The application.
+        app: AppId,
+        /// The CPUs.
+        cpus: CpuSet,
+    },
+    /// Move a partition's uncontrolled processes to this CPU set.
+    Uncontrolled {
+        /// The partition's index.
+        partition: usize,
+        /// The CPUs.
+        cpus: CpuSet,
+    },
+}
+
+/// A reallocation: the allocation and the effects that make the world match it.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    /// The allocator's output.
+    pub allocation: AllocOutput,
+    /// What to change, in order.
+    pub effects: Vec<Effect>,
+    /// The applications releasing CPUs after this plan, with when their revocation was
+    /// published (the next plan's [`AppView::revoked_at`]; absent: none pending).
+    pub revoked: BTreeMap<AppId, u64>,
+    /// When a round must run to hand over CPUs whose deadline passes (monotonic ns).
+    pub recheck_at: Option<u64>,
+}
+
+/// Compute the allocation and the effects that apply it. Pure: the only state it changes is
+/// the allocator's `history`. An application whose `(target, cpus)` would not change gets
+/// no effect.
+pub(crate) fn plan(input: &PlanInput, history: &mut History) -> Plan {
+    let allocation = alloc::allocate(&input.alloc, history);
+    let mut effects = Vec::new();
+    // Union of CPUs per partition (for partition-only applications given 0).
+    let mut partition_sets = vec![CpuSet::new(); input.alloc.partitions.len()];
+    let partition_of = |id: AppId| {
+        input
+            .apps
+            .binary_search_by_key(&id, |a| a.id)
+            .map_or(0, |i| input.apps[i].partition)
+    };
+    for (m, (_, set)) in &allocation.members {
+        let k = match m {
+            MemberId::Uncontrolled(k) => *k,
+            MemberId::App(id) => partition_of(*id),
+        };
+        if let Some(s) = partition_sets.get_mut(k) {
+            s.union_with(set);
+        }
+    }
+    let transit = handover::transit(input, &allocation);
+    for app in &input.apps {
+        let (target, cpus) = desired(app, &allocation, &partition_sets, input.managed, &transit);
+        if app.published == Some((target, cpus)) {
+            continue;
+        }
+        effects.push(Effect::Publish {
+            app: app.id,
+            target,
+            cpus,
+        });
+        let cpus_changed = app.published.map(|p| p.1) != Some(cpus);
+        if cpus_changed && !cpus.is_empty() && app.may_confine {
+            effects.push(Effect::Affinity { app: app.id, cpus });
+        }
+    }
+    for (k, before) in input.uncontrolled_sets.iter().enumerate() {
+        let set = allocation.cpus(MemberId::Uncontrolled(k));
+        if set != *before && !set.is_empty() {
+            effects.push(Effect::Uncontrolled {
+                partition: k,
+                cpus: set,
+            });
+        }
+    }
+    Plan {
+        allocation,
+        effects,
+        recheck_at: transit.deadline(input.handover_ns),
+        revoked: transit
+            .releasing
+            .iter()
+            .map(|(&id, &(t, _))| (id, t))
+            .collect(),
+    }
+}
+
+/// What an application's page should say under `allocation` (a controlled one's, with the
+/// hand-over: [`handover::controlled_page`]).
+fn desired(
+    app: &AppView,
+    allocation: &AllocOutput,
+    partition_sets: &[CpuSet],
+    managed: CpuSet,
+    transit: &handover::Transit,
+) -> (u32, CpuSet) {
+    if !app.partition_only {
+        return handover::controlled_page(app, allocation, transit);
+    }
+    let set = allocation.cpus(MemberId::App(app.id));
+    let union = partition_sets
+        .get(app.partition)
+        .copied()
+        .unwrap_or_default();
+    let cpus = if !set.is_empty() {
+        set
+    } else if !union.is_empty() {
+        union
+    } else {
+        managed
+    };
+    (app.pool_size, cpus)
+}
+
+pub(crate) mod handover;
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_handover;
