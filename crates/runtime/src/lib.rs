@@ -71,13 +71,13 @@
 //! - `deque`: each worker's Chase–Lev deque, in pages of its own that follow the worker's node
 //!   (**its protocol and loom models are in `src/deque/README.md`**);
 //! - `control`: process control — the pure policies (`control/mod.rs`) and their application
-//!   to a pool (`control/apply.rs`: target, suspension at safe points, re-pinning, demand);
+//!   to a pool (`control/target.rs`: target, suspension at safe points, re-pinning, demand);
 //! - `sleep`: idle workers and suspended ones; **the sleep and suspension protocol, its
 //!   correctness argument and its loom models are in `src/sleep/README.md`**;
 //! - `ready` (the partita-queues ready-queue set), `job` / `latch` (units of work and their
 //!   completion signals), `client` (the manager seam), `affinity` (re-pinning syscall).
 //! - `numa` (pool memory that follows the pool's CPUs), `traffic` (self-reported memory
-//!   traffic), `stats` (`ThreadPool::stats`), `config` (rayon-core's deprecated API), `sync`
+//!   traffic), `stats` (`ThreadPool::stats`), `deprecated_config` (rayon-core's deprecated `Configuration`), `sync`
 //!   (std or loom primitives).
 //!
 //! The sleep protocol and the deque are model-checked with loom (`sleep::tests::loom_*`,
@@ -113,8 +113,8 @@ mod client;
 #[cfg(any(loom, not(partita_linux)))]
 #[path = "client_off.rs"]
 mod client;
-mod config;
 mod control;
+mod deprecated_config;
 mod deque;
 // Not under loom: its registry list is a process-wide std mutex, and loom models no exit.
 #[cfg(not(loom))]
@@ -142,9 +142,9 @@ mod test;
 
 pub use broadcast::{broadcast, spawn_broadcast, BroadcastContext};
 pub use builder::{ThreadPoolBuildError, ThreadPoolBuilder};
-#[allow(deprecated)]
-pub use config::{initialize, Configuration};
 pub use control::{Need, ProcessControl};
+#[allow(deprecated)]
+pub use deprecated_config::{initialize, Configuration};
 pub use join::{join, join_context, FnContext};
 #[cfg(partita_linux)]
 pub use numa::{

@@ -3,7 +3,7 @@
 //! into the pool (injection, broadcasts, running an operation on a worker).
 //!
 //! Its neighbours: `worker.rs` is a worker thread (main loop, stealing, idling);
-//! `control/apply.rs` is process control (target, suspension, re-pinning, demand);
+//! `control/target.rs` is process control (target, suspension, re-pinning, demand);
 //! `sleep/` is the sleep and suspension protocol (`sleep/README.md`).
 
 use std::mem;
@@ -59,7 +59,7 @@ impl ThreadInfo {
 /// One pool's shared state.
 ///
 /// Its fields are crate-visible for the worker (`worker.rs`) and process control
-/// (`control/apply.rs`), which are this pool's other halves.
+/// (`control/target.rs`), which are this pool's other halves.
 pub(crate) struct Registry {
     pub(crate) thread_infos: Vec<ThreadInfo>,
     pub(crate) sleep: Sleep,

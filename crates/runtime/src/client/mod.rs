@@ -32,7 +32,7 @@
 //!    ring the manager's doorbell when demand changed, check the socket for EOF, and sleep on
 //!    the page's futex word (woken by the manager at every change) for at most one tick —
 //!    or only for the tick while a suspended worker waits on that word, since the worker
-//!    then applies the change itself (`control/follow.rs`).
+//!    then applies the change itself (`control/page.rs`).
 //!    Between ticks the pool itself publishes and rings when it can tell at once that its
 //!    demand moved (the doorbell is rate-bounded).
 //! 3. When the manager goes away (EOF, error, page problem) the pool reverts to its standalone
@@ -77,10 +77,10 @@ pub(crate) trait Controlled: Send + Sync + 'static {
     /// Hand the pool the live session's doorbell (`None` when the session ends).
     fn set_doorbell(&self, bell: Option<Arc<dyn Doorbell>>);
     /// Hand the pool the live session's page watch, through which workers apply a new
-    /// allocation at their safe points (`control/follow.rs`; `None` when the session ends).
+    /// allocation at their safe points (`control/page.rs`; `None` when the session ends).
     fn set_watch(&self, watch: Option<Arc<dyn Watch>>);
     /// A suspended worker waits on the page's futex word right now and will apply the next
-    /// change itself (`control/follow.rs`): the client thread then waits for its tick only,
+    /// change itself (`control/page.rs`): the client thread then waits for its tick only,
     /// instead of waking with that worker at every change.
     fn page_watched(&self) -> bool;
 }

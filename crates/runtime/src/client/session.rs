@@ -50,7 +50,7 @@ const MIN_RING_NS: u64 = 200_000;
 /// and the page's allocation. Whoever publishes (the client's tick or a pool event) stores
 /// the demand in the page, then rings if the value differs from the last one rung and the
 /// rate bound allows. Whoever notices a new allocation (the client thread woken by the
-/// manager, or a worker at a safe point: `control/follow.rs`) applies it under `applied`.
+/// manager, or a worker at a safe point: `control/page.rs`) applies it under `applied`.
 pub(crate) struct Bell {
     stream: UnixStream,
     page: PageMap,

@@ -206,7 +206,7 @@ impl Registry {
             // A worker parked inside a job may resume for its latch and park again many
             // times under one target; the manager needs one ring per change. The target and
             // its change count are one word, read together.
-            let now = super::apply::Targeted(self.control.target.load(Ordering::SeqCst));
+            let now = super::target::Targeted(self.control.target.load(Ordering::SeqCst));
             let change = now.changes();
             let ring =
                 active <= now.target() && r.rang_for.swap(change, Ordering::Relaxed) != change;

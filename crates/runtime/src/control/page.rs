@@ -1,4 +1,4 @@
-//! Following the manager from a worker's safe point.
+//! The manager's control page as workers apply it: at a safe point, inside a wait, or suspended.
 //!
 //! The manager publishes a new allocation into the control page and wakes the pool's client
 //! thread, which applies it (`set_target_workers`, `set_cpus`). On a machine whose CPUs are
@@ -19,7 +19,7 @@
 //! safe point never blocks); whatever applies re-reads the page under it, so an older
 //! allocation is never applied after a newer one, and none after the session ended (the
 //! client then reverts the pool to standalone). The pool holds the live session's [`Watch`]
-//! ([`WatchSlot`]); each worker keeps its own reference ([`Follower`]), refreshed when the
+//! ([`WatchSlot`]); each worker keeps its own reference ([`PageView`]), refreshed when the
 //! slot's generation moves, so the page stays mapped while a worker may read it.
 //!
 //! A *suspended* worker follows the page too, from its wait (`Sleep::suspend`): before each
@@ -140,7 +140,7 @@ impl std::ops::Deref for PageFutex<'_> {
 }
 
 /// A worker's copy of the pool's watch (only its worker touches it).
-pub(crate) struct Follower {
+pub(crate) struct PageView {
     /// The `WatchSlot` generation `watch` was taken at.
     generation: Cell<u64>,
     /// Keeps `word` valid.
@@ -151,9 +151,9 @@ pub(crate) struct Follower {
     seen: Cell<u64>,
 }
 
-impl Default for Follower {
+impl Default for PageView {
     fn default() -> Self {
-        Follower {
+        PageView {
             generation: Cell::new(0),
             watch: RefCell::new(None),
             word: Cell::new(std::ptr::null()),
@@ -167,7 +167,7 @@ impl WorkerThread {
     /// applied yet. Two relaxed loads and two compares when nothing changed.
     #[inline]
     pub(crate) fn follow_manager(&self) {
-        let f = &self.follow;
+        let f = &self.page;
         if self
             .registry
             .control
@@ -194,13 +194,13 @@ impl WorkerThread {
     /// its value read *before* applying any page change (so a publish after the look changes
     /// it), or `None` (no session, or no `futex_waitv`). Applies a changed page first, like a
     /// safe point; that may resume this worker (`set_target` notifies it).
-    pub(crate) fn follow_while_suspended(&self) -> Option<(PageFutex<'_>, u32)> {
+    pub(crate) fn page_while_suspended(&self) -> Option<(PageFutex<'_>, u32)> {
         let slot = &self.registry.control.watch;
-        if slot.generation.load(Ordering::Relaxed) != self.follow.generation.get() {
+        if slot.generation.load(Ordering::Relaxed) != self.page.generation.get() {
             self.refresh_watch();
         }
         let page = if slot.page_wait() {
-            let w = self.follow.watch.borrow().clone()?;
+            let w = self.page.watch.borrow().clone()?;
             // Acquire: pairs with the manager's Release bump after its epoch write, so the
             // epoch read below is at least as new as this value.
             let seen = w.futex().load(Ordering::Acquire);
@@ -220,7 +220,7 @@ impl WorkerThread {
             // Under the lock, as its writer bumps it: the pair is consistent.
             (slot.generation.load(Ordering::Relaxed), w.clone())
         };
-        let f = &self.follow;
+        let f = &self.page;
         f.generation.set(generation);
         f.word.set(
             w.as_ref()
@@ -243,17 +243,17 @@ impl WorkerThread {
             return;
         }
         let slot = &self.registry.control.watch;
-        if slot.generation.load(Ordering::Relaxed) != self.follow.generation.get() {
+        if slot.generation.load(Ordering::Relaxed) != self.page.generation.get() {
             self.refresh_watch();
         }
-        if let Some(w) = self.follow.watch.borrow().as_ref() {
+        if let Some(w) = self.page.watch.borrow().as_ref() {
             w.resumed(&|| self.registry.active() as u32);
         }
     }
 
     #[cold]
     fn catch_up(&self, now: u64) {
-        let f = &self.follow;
+        let f = &self.page;
         let applied = f.watch.borrow().as_ref().is_none_or(|w| w.catch_up());
         if applied {
             f.seen.set(now);
@@ -321,7 +321,7 @@ mod tests {
         let pool = ThreadPoolBuilder::new()
             .process_control(ProcessControl::Manual)
             .num_threads(2)
-            .thread_name(|i| format!("follow-test-worker-{i}"))
+            .thread_name(|i| format!("page-test-worker-{i}"))
             .build()
             .unwrap();
         if fallback {
@@ -379,7 +379,7 @@ mod tests {
             // A worker applied it: nobody else looks at the page here.
             let who = appliers(&s);
             assert_eq!(who.len(), before + 1, "round {round}: {who:?}");
-            assert!(who[before].starts_with("follow-test-worker-"), "{who:?}");
+            assert!(who[before].starts_with("page-test-worker-"), "{who:?}");
             s.page.manager.publish(1, &CpuSet::new());
             assert!(s.catch_up());
             wait_for("worker 1 to suspend again", || pool.active_workers() == 1);
@@ -452,7 +452,7 @@ mod tests {
         });
         assert!(appliers(&s)
             .iter()
-            .all(|w| w.starts_with("follow-test-worker-")));
+            .all(|w| w.starts_with("page-test-worker-")));
     }
 
     /// Without `futex_waitv` (forced here) a suspended worker waits on its own word only: a
@@ -483,6 +483,6 @@ mod tests {
         wait_for("the local unpark", || pool.active_workers() == 2);
         let who = appliers(&s);
         assert_eq!(who.len(), before + 1, "{who:?}");
-        assert!(!who[before].starts_with("follow-test-"), "{who:?}");
+        assert!(!who[before].starts_with("page-test-"), "{who:?}");
     }
 }

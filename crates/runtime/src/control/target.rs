@@ -68,8 +68,8 @@ pub(crate) struct Control {
     pub(crate) need: Mutex<Need>,
     /// The demand estimate and the manager's doorbell (`report.rs`).
     pub(crate) report: Reporting,
-    /// The live manager session's page, which workers follow at safe points (`follow.rs`).
-    pub(crate) watch: super::follow::WatchSlot,
+    /// The live manager session's page, which workers follow at safe points (`page.rs`).
+    pub(crate) watch: super::page::WatchSlot,
 }
 
 impl Control {
@@ -353,8 +353,8 @@ impl WorkerThread {
                     || latch_set()
             },
             // Between waits: apply a page change, and watch the page's futex word too, so a
-            // manager's grow resumes us without the client thread (`follow.rs`).
-            || self.follow_while_suspended(),
+            // manager's grow resumes us without the client thread (`page.rs`).
+            || self.page_while_suspended(),
         );
         if let Some(latch) = waiting_on {
             latch.wake_up();
