@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 use crate::deque::{Stealer, Worker};
 
 use crate::builder::{ErrorKind, ThreadPoolBuildError, ThreadPoolBuilder};
-use crate::client::ClientGuard;
 #[cfg(all(not(loom), partita_linux))]
-use crate::client::{self, Controlled};
+use crate::client;
+use crate::client::ClientGuard;
 use crate::control::{Control, ProcessControl};
 use crate::job::{JobRef, StackJob};
 use crate::latch::{Latch, LatchRef, LockLatch, OnceLatch, SpinLatch};
@@ -247,9 +247,7 @@ impl Registry {
         if builder.process_control == ProcessControl::Manager
             && std::env::var("PARTITA").map(|v| v != "off").unwrap_or(true)
         {
-            let weak: std::sync::Weak<dyn Controlled> =
-                Arc::downgrade(registry) as std::sync::Weak<dyn Controlled>;
-            client::attach(weak, &builder.manager_name())
+            client::attach(Arc::downgrade(registry), &builder.manager_name())
         } else {
             None
         }

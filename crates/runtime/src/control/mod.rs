@@ -49,19 +49,16 @@ pub(crate) fn monotonic_ns() -> u64 {
 }
 
 pub(crate) mod demand;
+pub(crate) mod manager_page;
 mod page;
 mod report;
 mod slots;
 mod target;
 
+pub(crate) use manager_page::ManagerPage;
 pub(crate) use page::PageView;
-pub(crate) use target::Control;
-// Only the manager client (not built under loom) hands the pool a watch.
-#[cfg(all(not(loom), partita_linux))]
-pub(crate) use page::Watch;
 pub(crate) use report::BusyClock;
-#[cfg(all(not(loom), partita_linux))]
-pub(crate) use report::Doorbell;
+pub(crate) use target::Control;
 
 /// Who decides how many workers of a pool are active.
 ///
