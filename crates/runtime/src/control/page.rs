@@ -251,7 +251,6 @@ impl Registry {
     /// Hand the pool the live session's page (`Some`: the client, when a session starts), or
     /// take it back (`None`: when it ends). Reports go to it (`report.rs`) and workers apply
     /// it at their safe points, inside waits and while suspended.
-    #[cfg_attr(any(loom, not(partita_linux)), allow(dead_code))]
     pub(crate) fn set_manager_page(&self, page: Option<Arc<ManagerPage>>) {
         self.set_report_page(page.clone());
         self.control.page.set(page);

@@ -201,7 +201,6 @@ impl Registry {
     }
 
     /// The manager went away: the whole pool, no CPU confinement.
-    #[cfg_attr(any(loom, not(partita_linux)), allow(dead_code))]
     pub(crate) fn revert_to_standalone(&self) {
         self.set_target(self.num_threads(), true);
         self.set_cpu_set(None);
