@@ -70,15 +70,19 @@
 //! - `worker`: a worker thread's main loop, stealing and idling;
 //! - `deque`: each worker's Chase–Lev deque, in pages of its own that follow the worker's node
 //!   (**its protocol and loom models are in `src/deque/README.md`**);
-//! - `control`: process control — the pure policies (`control/mod.rs`) and their application
-//!   to a pool (`control/apply.rs`: target, suspension at safe points, re-pinning, demand);
+//! - `control`: process control, one owner of the target, the choice of who parks, the
+//!   manager's page and the report — the pure policies (`control/mod.rs`), the target and
+//!   suspension at safe points (`target.rs`), places (`slots.rs`), the live session's page
+//!   (`manager_page.rs`) and how workers apply it (`page.rs`), demand (`report.rs`,
+//!   `demand.rs`); the module table is in `docs/design/runtime.md`;
 //! - `sleep`: idle workers and suspended ones; **the sleep and suspension protocol, its
 //!   correctness argument and its loom models are in `src/sleep/README.md`**;
 //! - `ready` (the partita-queues ready-queue set), `job` / `latch` (units of work and their
-//!   completion signals), `client` (the manager seam), `affinity` (re-pinning syscall).
+//!   completion signals), `client` (the socket to a manager: register, back off, ring, notice
+//!   it leaving; `client_off.rs` where there is none), `affinity` (re-pinning syscall).
 //! - `numa` (pool memory that follows the pool's CPUs), `traffic` (self-reported memory
-//!   traffic), `stats` (`ThreadPool::stats`), `config` (rayon-core's deprecated API), `sync`
-//!   (std or loom primitives).
+//!   traffic), `stats` (`ThreadPool::stats`), `deprecated_config` (rayon-core's deprecated
+//!   `Configuration`), `sync` (std or loom primitives).
 //!
 //! The sleep protocol and the deque are model-checked with loom (`sleep::tests::loom_*`,
 //! `deque::tests::loom_deque_*`:
@@ -93,7 +97,7 @@
 // Under loom only the sleep protocol and the deque are exercised; the rest is compiled but unused.
 #![cfg_attr(loom, allow(dead_code))]
 // In the portable build (`not(partita_linux)`) the manager-facing half of process control
-// (the page watch, the doorbell, demand sampling, CPU sets, the deque's page lists) is
+// (the page watch, the ring, demand sampling, CPU sets, the deque's page lists) is
 // compiled, since the Linux build shares those modules, but nothing calls it: no client.
 #![cfg_attr(not(partita_linux), allow(dead_code))]
 
@@ -113,8 +117,8 @@ mod client;
 #[cfg(any(loom, not(partita_linux)))]
 #[path = "client_off.rs"]
 mod client;
-mod config;
 mod control;
+mod deprecated_config;
 mod deque;
 // Not under loom: its registry list is a process-wide std mutex, and loom models no exit.
 #[cfg(not(loom))]
@@ -142,9 +146,9 @@ mod test;
 
 pub use broadcast::{broadcast, spawn_broadcast, BroadcastContext};
 pub use builder::{ThreadPoolBuildError, ThreadPoolBuilder};
-#[allow(deprecated)]
-pub use config::{initialize, Configuration};
 pub use control::{Need, ProcessControl};
+#[allow(deprecated)]
+pub use deprecated_config::{initialize, Configuration};
 pub use join::{join, join_context, FnContext};
 #[cfg(partita_linux)]
 pub use numa::{

@@ -3,7 +3,7 @@
 //! into the pool (injection, broadcasts, running an operation on a worker).
 //!
 //! Its neighbours: `worker.rs` is a worker thread (main loop, stealing, idling);
-//! `control/apply.rs` is process control (target, suspension, re-pinning, demand);
+//! `control/target.rs` is process control (target, suspension, re-pinning, demand);
 //! `sleep/` is the sleep and suspension protocol (`sleep/README.md`).
 
 use std::mem;
@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 use crate::deque::{Stealer, Worker};
 
 use crate::builder::{ErrorKind, ThreadPoolBuildError, ThreadPoolBuilder};
-use crate::client::ClientGuard;
 #[cfg(all(not(loom), partita_linux))]
-use crate::client::{self, Controlled};
+use crate::client;
+use crate::client::ClientGuard;
 use crate::control::{Control, ProcessControl};
 use crate::job::{JobRef, StackJob};
 use crate::latch::{Latch, LatchRef, LockLatch, OnceLatch, SpinLatch};
@@ -59,7 +59,7 @@ impl ThreadInfo {
 /// One pool's shared state.
 ///
 /// Its fields are crate-visible for the worker (`worker.rs`) and process control
-/// (`control/apply.rs`), which are this pool's other halves.
+/// (`control/target.rs`), which are this pool's other halves.
 pub(crate) struct Registry {
     pub(crate) thread_infos: Vec<ThreadInfo>,
     pub(crate) sleep: Sleep,
@@ -247,9 +247,7 @@ impl Registry {
         if builder.process_control == ProcessControl::Manager
             && std::env::var("PARTITA").map(|v| v != "off").unwrap_or(true)
         {
-            let weak: std::sync::Weak<dyn Controlled> =
-                Arc::downgrade(registry) as std::sync::Weak<dyn Controlled>;
-            client::attach(weak, &builder.manager_name())
+            client::attach(Arc::downgrade(registry), &builder.manager_name())
         } else {
             None
         }

@@ -70,9 +70,7 @@ fn pool_stays_alive_for_spawned_tasks() {
 }
 
 // The tests below that drive the pool as the manager client does (zero quantum, demand,
-// CPU sets and re-pinning, idle time) need the Linux build's client seam.
-#[cfg(partita_linux)]
-use crate::client::Controlled;
+// CPU sets and re-pinning, idle time) need the Linux build.
 #[cfg(partita_linux)]
 use crate::Need;
 use std::time::{Duration, Instant};
@@ -104,7 +102,7 @@ fn wait_active(reg: &crate::registry::Registry, n: usize) {
 fn zero_quantum_holds_tasks_until_granted_again() {
     let pool = manual_pool(2);
     let reg = pool.registry.clone();
-    Controlled::set_target_workers(&*reg, 0);
+    reg.set_target(0, true);
     wait_active(&reg, 0);
     let ran = Arc::new(AtomicUsize::new(0));
     let r = ran.clone();
@@ -117,7 +115,7 @@ fn zero_quantum_holds_tasks_until_granted_again() {
         0,
         "a task ran during a zero quantum"
     );
-    Controlled::set_target_workers(&*reg, 1);
+    reg.set_target(1, true);
     let start = Instant::now();
     while ran.load(Ordering::SeqCst) == 0 {
         assert!(
@@ -136,7 +134,7 @@ fn demand_is_zero_when_idle_and_capped_by_need() {
     let reg = pool.registry.clone();
     // Let the workers go idle.
     let start = Instant::now();
-    while reg.demand() != 0 {
+    while reg.demand_now() != 0 {
         assert!(start.elapsed() < Duration::from_secs(20));
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -149,15 +147,15 @@ fn demand_is_zero_when_idle_and_capped_by_need() {
         }
     });
     let start = Instant::now();
-    while reg.demand() < 2 {
+    while reg.demand_now() < 2 {
         assert!(start.elapsed() < Duration::from_secs(20));
         std::thread::sleep(Duration::from_millis(1));
     }
     pool.set_demand(Need::Absolute(1));
-    assert_eq!(reg.demand(), 1);
+    assert_eq!(reg.demand_now(), 1);
     stop.store(true, Ordering::Relaxed);
-    assert!(reg.tasks_run() <= 2);
-    assert_eq!(reg.pool_size(), 2);
+    assert!(reg.stats().tasks_run <= 2);
+    assert_eq!(reg.num_threads(), 2);
 }
 
 /// A worker that the target excludes parks before it re-pins: re-pinned first, it would
@@ -192,7 +190,7 @@ fn a_revoked_worker_parks_without_repinning() {
     eventually("worker 1 never ran", || tid.load(Ordering::SeqCst) != 0);
     let before = cpus(tid.load(Ordering::SeqCst));
     let first = before[0];
-    Controlled::set_cpus(&*reg, Some(vec![first]));
+    reg.set_cpu_set(Some(vec![first]));
     reg.set_target(1, true);
     hold.store(false, Ordering::SeqCst);
     wait_active(&reg, 1);
@@ -226,9 +224,9 @@ fn set_cpus_repins_workers_at_safe_points() {
             std::thread::sleep(Duration::from_millis(1));
         }
     };
-    Controlled::set_cpus(&*reg, Some(vec![0]));
+    reg.set_cpu_set(Some(vec![0]));
     eventually(&|a| a == &vec![0]);
-    Controlled::set_cpus(&*reg, None);
+    reg.set_cpu_set(None);
     let n = std::thread::available_parallelism().unwrap().get().min(4);
     eventually(&|a| a.len() == n);
 }
@@ -263,11 +261,11 @@ fn workers_never_leave_the_mask_the_pool_started_with() {
             }
         };
         // The manager offers CPU 1 only (outside the mask): stay on the allowed mask.
-        Controlled::set_cpus(&*reg, Some(vec![1]));
+        reg.set_cpu_set(Some(vec![1]));
         settle(vec![0]);
         // The manager goes away: back to the allowed mask, not to every CPU.
-        Controlled::set_cpus(&*reg, Some(vec![0, 1]));
-        Controlled::set_cpus(&*reg, None);
+        reg.set_cpu_set(Some(vec![0, 1]));
+        reg.set_cpu_set(None);
         settle(vec![0]);
     })
     .join()
@@ -281,7 +279,7 @@ fn idle_time_is_counted() {
     pool.install(|| ());
     std::thread::sleep(Duration::from_millis(20));
     pool.install(|| ());
-    assert!(pool.registry.idle_ns() > 0);
+    assert!(pool.registry.stats().idle_time > Duration::ZERO);
 }
 
 #[test]

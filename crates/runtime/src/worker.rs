@@ -17,7 +17,7 @@
 //! ready queues and it resumes when its latch is set, to finish the waiting job, and parks
 //! again at its next wait or safe point. So a revoked worker leaves its CPU after the task
 //! in hand, not after the region whose job its stack holds (which may be the whole program's
-//! root job). The parking itself (re-pinning, suspension) lives in `control/apply.rs`.
+//! root job). The parking itself (re-pinning, suspension) lives in `control/target.rs`.
 
 use std::cell::{Cell, RefCell};
 use std::mem;
@@ -29,7 +29,7 @@ use std::time::Instant;
 
 use partita_queues::XorShift64;
 
-use crate::control::{BusyClock, Follower};
+use crate::control::{BusyClock, PageView};
 use crate::deque::{Steal, Stealer, Worker};
 use crate::job::{JobFifo, JobRef};
 use crate::join::heartbeat::Heartbeat;
@@ -72,7 +72,7 @@ pub(crate) struct WorkerSeed {
     pub(crate) index: usize,
 }
 
-/// The per-thread state of a worker. The fields the safe point uses (`control/apply.rs`:
+/// The per-thread state of a worker. The fields the safe point uses (`control/target.rs`:
 /// suspension hands over `worker`, re-pinning tracks `cpus_epoch`) are crate-visible.
 pub(crate) struct WorkerThread {
     /// This worker's deque (LIFO for itself, stolen FIFO by others).
@@ -88,8 +88,8 @@ pub(crate) struct WorkerThread {
     pub(crate) cpus_epoch: Cell<u64>,
     /// This worker's producer and consumer side of the ready queues.
     pub(crate) queues: WorkerQueues,
-    /// The manager's page as this worker follows it at safe points (`control/follow.rs`).
-    pub(crate) follow: Follower,
+    /// The manager's page as this worker follows it at safe points (`control/page.rs`).
+    pub(crate) page: PageView,
     /// Un-promoted `join` halves and the heartbeat that promotes them (`join/README.md`).
     pub(crate) heartbeat: Heartbeat,
 }
@@ -122,7 +122,7 @@ impl From<WorkerSeed> for WorkerThread {
             queues: seed.registry.ready.worker(seed.index),
             registry: seed.registry,
             cpus_epoch: Cell::new(0),
-            follow: Follower::default(),
+            page: PageView::default(),
             heartbeat,
         }
     }
@@ -329,7 +329,7 @@ impl WorkerThread {
         // rayon-core's deque would hold them: a waiting worker exposes all its work.
         self.promote_all();
         while !latch.probe() {
-            // Between two jobs: apply a page change (`control/follow.rs`), so a revocation's
+            // Between two jobs: apply a page change (`control/page.rs`), so a revocation's
             // target is set without waiting for the client thread, then park here if it
             // excludes us (sleep/README.md §5).
             self.follow_manager();

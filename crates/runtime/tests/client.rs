@@ -1,6 +1,6 @@
 //! The manager client against a scripted manager (a Unix socket and a control page made here
 //! with partita-protocol): registration never delays the pool, a pool built before the
-//! manager registers when it appears, demand changes ring the doorbell at once, and a loop of
+//! manager registers when it appears, demand changes ring the manager at once, and a loop of
 //! short scopes reports a steady demand.
 //!
 //! The client reads its environment when a pool is built, so each test holds `ENV` while it
@@ -153,7 +153,7 @@ fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
-/// Read doorbells until `cond` holds on the page's demand; returns how many rang.
+/// Read rings until `cond` holds on the page's demand; returns how many rang.
 fn rings_until(s: &mut UnixStream, page: &PageMap, cond: impl Fn(u32) -> bool) -> usize {
     let mut rings = 0;
     loop {
@@ -238,7 +238,7 @@ fn demand_changes_ring_without_waiting_for_a_tick() {
         page.app.demand.load(Ordering::Relaxed) == 0
     });
     // Work injected into a pool reporting 0 rings at once (a millisecond after the 0 rang:
-    // doorbells are rate-bounded, see below).
+    // rings are rate-bounded, see below).
     std::thread::sleep(Duration::from_millis(1));
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
@@ -249,7 +249,7 @@ fn demand_changes_ring_without_waiting_for_a_tick() {
     });
     rings_until(&mut s, &page, |d| d >= 1);
     // The application lowers its need, then lifts it: each rung at once, with its value.
-    // (Doorbells are at most one per 200 µs — a change inside that interval is in the page
+    // (Demand rings are at most one per 200 µs — a change inside that interval is in the page
     // at once and rung by the next tick — so the steps are a millisecond apart.)
     std::thread::sleep(Duration::from_millis(1));
     pool.set_demand(Need::Absolute(0));
@@ -273,7 +273,7 @@ fn demand_changes_ring_without_waiting_for_a_tick() {
 #[test]
 fn a_loop_of_short_scopes_reports_a_steady_demand() {
     let (_env, _path, listener, pool, s, page) = welcomed("steady", None, 4);
-    // Count the doorbells from a reader thread while the program loops over short scopes.
+    // Count the rings from a reader thread while the program loops over short scopes.
     let done = Arc::new(AtomicBool::new(false));
     let rings = Arc::new(Mutex::new(Vec::<(Instant, u32)>::new()));
     let page = Arc::new(page);
@@ -285,7 +285,7 @@ fn a_loop_of_short_scopes_reports_a_steady_demand() {
             let mut buf = [0u8; 256];
             while !done.load(Ordering::Relaxed) {
                 match s.read(&mut buf) {
-                    // Each doorbell is one small frame; count frames by their fixed size.
+                    // Each ring is one small frame; count frames by their fixed size.
                     Ok(n) => {
                         let one = ClientMessage::DemandChanged.encode().len();
                         let d = page.app.demand.load(Ordering::Relaxed);
@@ -315,7 +315,7 @@ fn a_loop_of_short_scopes_reports_a_steady_demand() {
     done.store(true, Ordering::Relaxed);
     reader.join().unwrap();
     // After the first 200 ms (the estimate's window filling up), the demand settles: a
-    // handful of doorbells in a second (a machine loaded by other work can stall the pool
+    // handful of rings in a second (a machine loaded by other work can stall the pool
     // for longer than the estimate's hold), not one per region or per tick (hundreds).
     let settled: Vec<_> = rings
         .lock()
@@ -327,7 +327,7 @@ fn a_loop_of_short_scopes_reports_a_steady_demand() {
     assert!(regions > 200, "only {regions} regions ran");
     assert!(
         settled.len() <= 6,
-        "{} doorbells in a second of short scopes: {:?}",
+        "{} rings in a second of short scopes: {:?}",
         settled.len(),
         settled.iter().map(|r| r.1).collect::<Vec<_>>()
     );

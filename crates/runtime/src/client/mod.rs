@@ -1,8 +1,8 @@
-//! Manager client: registers the pool with a co-located `partita` manager and makes the pool
-//! follow the allocation published in the shared control page.
-//!
-//! The pool side and the client side meet only through [`Controlled`] and [`attach`]; the pool
-//! never sees the socket or the control page, and the client never sees the pool's internals.
+//! Manager client: the socket to a co-located `partita` manager. It registers the pool,
+//! looks again with backoff while there is no manager, rings the manager when the pool's
+//! report changes, and notices the manager leaving. The page it receives belongs to process
+//! control (`control::ManagerPage`: the allocation applied, the reports written); the client
+//! hands it to the pool for the session and takes it back at the end.
 //!
 //! Contract:
 //! - The pool calls [`attach`] once, at build time, when its process-control mode is
@@ -10,14 +10,11 @@
 //!   lifetime; dropping the guard disconnects and stops the client thread. `attach` never
 //!   blocks: registration happens on the client thread, and the pool runs at full size until
 //!   the manager answers.
-//! - The client calls [`Controlled::set_target_workers`] when the manager's target changes
-//!   (0 means a granted zero quantum), [`Controlled::set_cpus`] when the CPU set changes, and
-//!   reverts to `set_target_workers(pool_size)` / `set_cpus(None)` when the manager goes away.
-//! - The client reads demand and counters through the other methods to fill the
-//!   application→manager half of the control page, and while a session is live it hands the
-//!   pool a [`Doorbell`] through which the pool publishes a changed demand at once (see
-//!   `control/report.rs`).
-
+//! - While a session is live the pool holds its `ManagerPage`
+//!   (`Registry::set_manager_page`): workers apply a changed allocation from it, and the pool
+//!   publishes a changed demand through it at once (`control/report.rs`), which rings.
+//! - When the manager goes away the client takes the page back and reverts the pool to
+//!   standalone (`Registry::revert_to_standalone`: whole pool, no CPU confinement).
 //!
 //! How the client works (one background thread per pool, blocking std I/O, no async runtime):
 //! 1. The thread looks for the manager socket (`PARTITA_SOCKET`, else
@@ -27,63 +24,29 @@
 //!    exponential backoff (10 ms … 1 s) — so a pool built before the manager starts registers
 //!    when it appears, and an idle pool's search costs one `stat` and one timed wait per
 //!    second.
-//! 2. The thread then loops ([`session`]): read the page's allocation (seqlock), apply a new
-//!    target / CPU set to the pool, write demand, active workers, counters and the heartbeat,
-//!    ring the manager's doorbell when demand changed, check the socket for EOF, and sleep on
-//!    the page's futex word (woken by the manager at every change) for at most one tick —
-//!    or only for the tick while a suspended worker waits on that word, since the worker
-//!    then applies the change itself (`control/follow.rs`).
-//!    Between ticks the pool itself publishes and rings when it can tell at once that its
-//!    demand moved (the doorbell is rate-bounded).
-//! 3. When the manager goes away (EOF, error, page problem) the pool reverts to its standalone
-//!    size and no CPU confinement, with one warning, and the thread goes back to step 1.
+//! 2. The thread then loops ([`session`]): apply the page's allocation (seqlock) to the pool,
+//!    write demand, active workers, counters and the heartbeat, ring the manager when demand
+//!    changed ([`ring`]), check the socket for EOF, and sleep on the page's futex word (woken
+//!    by the manager at every change) for at most one tick — or only for the tick while a
+//!    suspended worker waits on that word, since the worker then applies the change itself
+//!    (`control/page.rs`). Between ticks the pool itself publishes and rings when it can
+//!    tell at once that its demand moved (demand rings are rate-bounded).
+//! 3. When the manager goes away (EOF, error, page problem; [`liveness`] notices at once) the
+//!    pool reverts to its standalone size and no CPU confinement, with one warning, and the
+//!    thread goes back to step 1.
 
 mod liveness;
 mod register;
+mod ring;
 mod session;
+
+pub(crate) use ring::Ring;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use crate::control::{Doorbell, Watch};
-
-/// What the manager client may do to a pool.
-pub(crate) trait Controlled: Send + Sync + 'static {
-    /// Number of worker threads (stable for the pool's lifetime).
-    fn pool_size(&self) -> usize;
-    /// Set the number of workers that should be active. `0` is honoured only as a granted
-    /// zero quantum (bandwidth time-slicing); values above the pool size are clamped.
-    fn set_target_workers(&self, n: usize);
-    /// The current target.
-    fn target_workers(&self) -> usize;
-    /// Workers currently active (not suspended by process control).
-    fn active_workers(&self) -> usize;
-    /// Confine the workers to these CPUs (`None`: no confinement). Workers re-pin themselves at
-    /// their next safe point.
-    fn set_cpus(&self, cpus: Option<Vec<usize>>);
-    /// The CPUs the pool may use at all (its starting mask): the client's own threads follow
-    /// an allocation by the same rule as the workers ([`crate::affinity::worker_cpus`]).
-    fn allowed_cpus(&self) -> Vec<usize>;
-    /// Sample the demand now and publish it through the doorbell (if one is set), returning
-    /// it. The demand is the pool's runnable average (busy workers plus queued tasks)
-    /// over a short window, rounded with hysteresis, capped by the application's own
-    /// `set_demand`; `0` once the pool has been idle for the window (`control/demand.rs`).
-    fn demand(&self) -> u32;
-    /// Tasks run since the pool started.
-    fn tasks_run(&self) -> u64;
-    /// Nanoseconds workers spent idle (searching or sleeping) since the pool started.
-    fn idle_ns(&self) -> u64;
-    /// Hand the pool the live session's doorbell (`None` when the session ends).
-    fn set_doorbell(&self, bell: Option<Arc<dyn Doorbell>>);
-    /// Hand the pool the live session's page watch, through which workers apply a new
-    /// allocation at their safe points (`control/follow.rs`; `None` when the session ends).
-    fn set_watch(&self, watch: Option<Arc<dyn Watch>>);
-    /// A suspended worker waits on the page's futex word right now and will apply the next
-    /// change itself (`control/follow.rs`): the client thread then waits for its tick only,
-    /// instead of waking with that worker at every change.
-    fn page_watched(&self) -> bool;
-}
+use crate::registry::Registry;
 
 /// Keeps the client connected; dropping it disconnects (sends a goodbye) and stops the thread.
 pub(crate) struct ClientGuard {
@@ -149,11 +112,11 @@ impl Drop for ClientGuard {
 /// Environment: `PARTITA_SOCKET` (socket path), `PARTITA_NAME` (name shown by the manager),
 /// `PARTITA_PARTITION` (partition hint), `PARTITA_CLIENT_TICK_US` (demand sampling period
 /// while busy), all read here, once.
-pub(crate) fn attach(pool: Weak<dyn Controlled>, name: &str) -> Option<ClientGuard> {
+pub(crate) fn attach(pool: Weak<Registry>, name: &str) -> Option<ClientGuard> {
     if std::env::var("PARTITA").is_ok_and(|v| v == "off") {
         return None;
     }
-    let pool_size = pool.upgrade()?.pool_size();
+    let pool_size = pool.upgrade()?.num_threads();
     let hint = std::env::var("PARTITA_PARTITION").unwrap_or_default();
     // `PARTITA_NAME` overrides the name the pool chose (the executable's).
     let name = std::env::var("PARTITA_NAME").unwrap_or_else(|_| name.to_string());
@@ -197,12 +160,7 @@ fn busy_tick() -> Duration {
 const BACKOFF_MIN: Duration = Duration::from_millis(10);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
 
-fn client_thread(
-    pool: Weak<dyn Controlled>,
-    params: register::Params,
-    stop: Arc<Stop>,
-    tick: Duration,
-) {
+fn client_thread(pool: Weak<Registry>, params: register::Params, stop: Arc<Stop>, tick: Duration) {
     // This thread sleeps on the page and must act at once when woken (apply a new target,
     // and so wake or park workers): let it preempt the busy workers on wake-up (a short
     // EEVDF slice; no extra CPU share). Best effort.
@@ -222,9 +180,8 @@ fn client_thread(
         // Standalone again: whole pool, no confinement (this thread too: the session pinned
         // it with the workers).
         if let Some(p) = pool.upgrade() {
-            p.set_target_workers(p.pool_size());
-            p.set_cpus(None);
-            let _ = crate::affinity::pin_current_thread(None, &p.allowed_cpus());
+            p.revert_to_standalone();
+            let _ = crate::affinity::pin_current_thread(None, &p.control.allowed);
         }
         match end {
             session::End::Stopped | session::End::PoolGone => return,
@@ -239,7 +196,7 @@ fn client_thread(
 /// Between looks the thread sleeps with exponential backoff (10 ms … 1 s), woken early only
 /// by the guard's drop: an idle pool without a manager costs one `stat` per second.
 fn find_manager(
-    pool: &Weak<dyn Controlled>,
+    pool: &Weak<Registry>,
     params: &register::Params,
     stop: &Stop,
 ) -> Option<register::Connection> {

@@ -1,16 +1,19 @@
-//! One registered session: follow the page, report, notice the manager's departure.
+//! One registered session: hand the pool its page (`control::ManagerPage`, which owns the
+//! allocation applied and the reports), then tick: apply, report, pick the next tick, and
+//! notice the manager's departure.
 
 use super::liveness::Liveness;
 use super::register::Connection;
-use super::{Controlled, Stop};
-use crate::control::{Doorbell, Watch};
-use partita_protocol::page::{monotonic_ns, PageMap};
+use super::ring::Ring;
+use super::Stop;
+use crate::control::ManagerPage;
+use crate::registry::Registry;
+use partita_protocol::page::monotonic_ns;
 use partita_protocol::wire::{frame_len, ClientMessage, ManagerMessage, MAX_MANAGER_FRAME};
-use partita_protocol::CpuSet;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 /// How a session ended.
@@ -42,337 +45,70 @@ const FULL_TICK: Duration = Duration::from_millis(10);
 /// manager (the pool resumes on its own up to this much later) and the heartbeat in
 /// `partita status`.
 const SUSPENDED_TICK: Duration = Duration::from_millis(100);
-/// Doorbells are rung at most this often (ns); a change inside the interval is in the page at
-/// once and rung by the next tick.
-const MIN_RING_NS: u64 = 200_000;
 
-/// The session's connection, shared with the pool: the page's demand word and the doorbell,
-/// and the page's allocation. Whoever publishes (the client's tick or a pool event) stores
-/// the demand in the page, then rings if the value differs from the last one rung and the
-/// rate bound allows. Whoever notices a new allocation (the client thread woken by the
-/// manager, or a worker at a safe point: `control/follow.rs`) applies it under `applied`.
-pub(crate) struct Bell {
-    stream: UnixStream,
-    page: PageMap,
-    ring: Vec<u8>,
-    /// Demand last rung (`u32::MAX`: none yet).
-    rung: AtomicU32,
-    /// When the doorbell last rang (ns since `base`; 0: never).
-    last_ring_ns: AtomicU64,
-    base: Instant,
-    /// A ring failed with an error other than a full buffer: the session ends at its tick.
-    broken: AtomicBool,
-    /// The pool the allocation is applied to.
-    pool: Weak<dyn Controlled>,
-    /// What the pool last took from the page. The client thread locks it; workers only
-    /// `try_lock` it (a safe point never blocks).
-    applied: Mutex<Applied>,
-}
-
-/// The allocation in force in the pool, as far as this session is concerned.
-#[derive(Default)]
-struct Applied {
-    /// The page epoch last applied (`None`: nothing yet).
-    epoch: Option<u64>,
-    cpus: CpuSet,
-    /// The zero quantum's end had passed when it was applied.
-    expired: bool,
-    /// The session is over: nothing more is applied (the client reverts the pool to
-    /// standalone right after).
-    closed: bool,
-    /// The session's own threads (the client's and the socket watch's ids): they follow the
-    /// allocation with the workers. A thread created after the manager confined the process
-    /// inherits its creator's mask, which may be the old one; the manager's periodic walk
-    /// would narrow it within a sampling period, this does it at once.
-    threads: Vec<i32>,
-}
-
-impl Bell {
-    fn new(conn: Connection, pool: Weak<dyn Controlled>) -> Bell {
-        Bell {
-            stream: conn.stream,
-            page: conn.page,
-            ring: ClientMessage::DemandChanged.encode(),
-            rung: AtomicU32::new(u32::MAX),
-            last_ring_ns: AtomicU64::new(0),
-            base: Instant::now(),
-            broken: AtomicBool::new(false),
-            pool,
-            applied: Mutex::new(Applied::default()),
-        }
-    }
-
-    fn applied(&self) -> MutexGuard<'_, Applied> {
-        // Every update of `Applied` is a few plain assignments after the pool calls: a panic
-        // in between leaves a state that is at worst re-applied.
-        self.applied.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Apply the page's allocation to `p` if it changed since it was last applied, or a zero
-    /// quantum expired (`now`: the time the caller noticed, monotonic ns). The page is read
-    /// under `applied`'s lock, so whoever applies last applies the newest allocation.
-    fn apply(&self, p: &dyn Controlled, applied: &mut Applied, now: u64, by_worker: bool) {
-        if applied.closed {
-            return;
-        }
-        let page = &self.page;
-        let a = page.manager.read();
-        // A zero quantum whose end passed with no update from the manager: resume on our own
-        // (a hung manager cannot starve us); the next update applies as usual.
-        let expired = zero_quantum_expired(
-            a.target,
-            page.manager.quantum_end.load(Ordering::Acquire),
-            now,
-        );
-        if applied.epoch == Some(a.epoch) && expired == applied.expired {
-            return;
-        }
-        let target = if expired {
-            p.pool_size()
-        } else {
-            a.target as usize
-        };
-        if !a.partition_only && p.target_workers() != target {
-            crate::control::hop!(
-                "client_apply",
-                target = target,
-                woke = now,
-                by_worker = u64::from(by_worker)
-            );
-            p.set_target_workers(target);
-        }
-        if !a.cpus.is_empty() && a.cpus != applied.cpus {
-            let cpus = a.cpus.to_vec();
-            let allowed = p.allowed_cpus();
-            for &tid in &applied.threads {
-                pin_session_thread(tid, &cpus, &allowed);
-            }
-            p.set_cpus(Some(cpus));
-            applied.cpus = a.cpus;
-        }
-        applied.epoch = Some(a.epoch);
-        applied.expired = expired;
-    }
-
-    /// Thread `tid` of this session follows the allocation from now on: it is pinned to the
-    /// one applied (if any) at once, and again at every change.
-    fn follow_thread(&self, tid: i32) {
-        let mut applied = self.applied();
-        if applied.closed {
-            return;
-        }
-        if !applied.cpus.is_empty() {
-            if let Some(p) = self.pool.upgrade() {
-                pin_session_thread(tid, &applied.cpus.to_vec(), &p.allowed_cpus());
-            }
-        }
-        applied.threads.push(tid);
-    }
-
-    /// The client's sample: the demand, published through the doorbell; the page's reports
-    /// (active workers, tasks, idle time, traffic, heartbeat); what the next sample can learn
-    /// and whether a suspended worker watches the page.
-    fn sample(&self, p: &dyn Controlled) -> (u32, Sampling, bool) {
-        let demand = p.demand();
-        let side = &self.page.app;
-        store_active(&side.active, &|| p.active_workers() as u32);
-        side.tasks_run.store(p.tasks_run(), Ordering::Relaxed);
-        side.idle_ns.store(p.idle_ns(), Ordering::Relaxed);
-        side.bandwidth
-            .store(crate::traffic::published_bytes(), Ordering::Relaxed);
-        side.traffic_status.store(
-            crate::traffic::measured_traffic_status().code(),
-            Ordering::Relaxed,
-        );
-        side.heartbeat.store(monotonic_ns(), Ordering::Release);
-        let state = if p.active_workers() == 0 && p.target_workers() == 0 {
-            Sampling::Suspended
-        } else if demand as usize >= p.pool_size() {
-            Sampling::Full
-        } else {
-            Sampling::MayRise
-        };
-        (demand, state, p.page_watched())
-    }
-
-    /// How the session ends if the manager said anything: after the welcome, that is an
-    /// error report, or EOF.
-    fn manager_said(&self) -> Option<End> {
-        let mut buf = [0u8; 2048];
-        match (&self.stream).read(&mut buf) {
-            Ok(0) => Some(End::Lost("the manager closed the connection".into())),
-            Ok(n) => Some(End::Lost(describe(&buf[..n]))),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => None,
-            Err(e) => Some(End::Lost(format!("recv: {e}"))),
-        }
-    }
-
-    /// Publish `demand`; a socket error other than a full buffer is returned.
-    fn publish_checked(&self, demand: u32) -> std::io::Result<()> {
-        // The page first: the doorbell only says "look at the page".
-        self.page.app.demand.store(demand, Ordering::Relaxed);
-        if self.rung.load(Ordering::Relaxed) == demand {
-            return Ok(());
-        }
-        let now = (self.base.elapsed().as_nanos() as u64).max(1);
-        let last = self.last_ring_ns.load(Ordering::Relaxed);
-        if last != 0 && now < last + MIN_RING_NS {
-            crate::control::hop!("held", demand = demand);
-            return Ok(()); // rate bound: the next tick rings
-        }
-        // One ringer per interval.
-        if self
-            .last_ring_ns
-            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-            .is_err()
-        {
-            return Ok(());
-        }
-        self.rung.store(demand, Ordering::Relaxed);
-        // Stamped before the write: the manager may read it before the write returns.
-        crate::control::hop!("ring", demand = demand);
-        self.send_ring()
-    }
-
-    /// Write the doorbell message. A full socket buffer is not an error: the manager reads
-    /// the page at its next periodic reallocation (or, for a park, at the hand-over deadline).
-    fn send_ring(&self) -> std::io::Result<()> {
-        match (&self.stream).write(&self.ring) {
-            Ok(_) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(()),
-            Err(e) => Err(e),
-        }
-    }
-}
-
-impl Doorbell for Bell {
-    /// Called by the pool (its tick-time `demand()` and its events) with its estimate locked.
-    /// A send error marks the session broken; the session loop ends it.
-    fn publish(&self, demand: u32) {
-        if self.publish_checked(demand).is_err() {
-            self.broken.store(true, Ordering::Relaxed);
-        }
-    }
-
-    /// Called by a worker that parked (or by the thread that parked it in place). The page
-    /// first: the doorbell only says "look at the page".
-    fn parked(&self, active: &dyn Fn() -> u32, at_target: bool) {
-        store_active(&self.page.app.active, active);
-        if at_target && self.ring_parked().is_err() {
-            self.broken.store(true, Ordering::Relaxed);
-        }
-    }
-}
-
-impl Bell {
-    /// Ring for a hand-over: not rate-bounded (one ring per lowered target, and the manager
-    /// waits for it before it grants the CPU) and not counted as a demand ring.
-    fn ring_parked(&self) -> std::io::Result<()> {
-        crate::control::hop!("ring_parked");
-        self.send_ring()
-    }
-}
-
-impl Watch for Bell {
-    fn word(&self) -> &AtomicU64 {
-        &self.page.manager.epoch
-    }
-
-    fn futex(&self) -> &AtomicU32 {
-        &self.page.manager.wake
-    }
-
-    /// A worker at a safe point saw the epoch move.
-    fn catch_up(&self) -> bool {
-        let mut applied = match self.applied.try_lock() {
-            Ok(g) => g,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => return false,
-        };
-        // The worker's own registry keeps the pool alive: the upgrade fails only while the
-        // pool is being torn down, when there is nothing left to apply.
-        if let Some(p) = self.pool.upgrade() {
-            self.apply(&*p, &mut applied, monotonic_ns(), true);
-        }
-        true
-    }
-
-    fn resumed(&self, active: &dyn Fn() -> u32) {
-        store_active(&self.page.app.active, active);
-    }
-}
-
-/// Takes the doorbell and the watch back from the pool when the session ends, however it
-/// ends; from then on nothing of this session's page is applied. The socket is shut down
-/// here: a worker may hold the session (its watch) until its next safe point.
-struct Lend<'a>(&'a Weak<dyn Controlled>, &'a Bell, &'a Stop);
+/// Takes the page back from the pool when the session ends, however it ends; from then on
+/// nothing of this session's page is applied. The socket is shut down here: a worker may
+/// hold the page until its next safe point.
+struct Lend<'a>(&'a Weak<Registry>, &'a ManagerPage, &'a Stop);
 
 impl Drop for Lend<'_> {
     fn drop(&mut self) {
         self.2.set_waker(None);
-        self.1.applied().closed = true;
-        let _ = self.1.stream.shutdown(std::net::Shutdown::Both);
+        self.1.close();
+        let _ = self.1.ring().socket().shutdown(std::net::Shutdown::Both);
         if let Some(p) = self.0.upgrade() {
-            p.set_doorbell(None);
-            p.set_watch(None);
+            p.set_manager_page(None);
         }
     }
 }
 
 pub(crate) fn run(
-    pool: &Weak<dyn Controlled>,
+    pool: &Weak<Registry>,
     conn: Connection,
     stop: &Stop,
     busy_tick: Duration,
 ) -> End {
-    let bell = Arc::new(Bell::new(conn, pool.clone()));
-    let _lend = Lend(pool, &bell, stop);
-    let b = bell.clone();
-    stop.set_waker(Some(Box::new(move || b.page.manager.wake_waiters())));
+    let mp = Arc::new(ManagerPage::new(
+        conn.page,
+        Ring::new(conn.stream),
+        pool.clone(),
+    ));
+    let _lend = Lend(pool, &mp, stop);
+    let m = mp.clone();
+    stop.set_waker(Some(Box::new(move || m.page().manager.wake_waiters())));
     match pool.upgrade() {
-        Some(p) => {
-            p.set_doorbell(Some(bell.clone() as Arc<dyn Doorbell>));
-            p.set_watch(Some(bell.clone() as Arc<dyn Watch>));
-        }
+        Some(p) => p.set_manager_page(Some(mp.clone())),
         None => return End::PoolGone,
     }
-    bell.follow_thread(crate::affinity::current_tid());
-    let client = std::thread::current();
-    let b = bell.clone();
-    let b2 = bell.clone();
+    mp.confine_thread(crate::affinity::current_tid());
     // Declared after `_lend`, so dropped before it: the watch is told the session is over,
     // then `Lend` shuts the socket down, which ends its poll.
-    let live = Liveness::spawn(
-        &bell.stream,
-        move || b2.follow_thread(crate::affinity::current_tid()),
-        move || {
-            b.page.manager.wake_waiters();
-            client.unpark();
-        },
-    )
-    .ok();
-    let page = &bell.page;
+    let live = watch_liveness(&mp);
+    let page = mp.page();
     let mut last_busy = Instant::now();
     loop {
         if stop.requested() {
-            let _ = (&bell.stream).write_all(&ClientMessage::Goodbye.encode());
+            let _ = mp
+                .ring()
+                .socket()
+                .write_all(&ClientMessage::Goodbye.encode());
             return End::Stopped;
         }
         let Some(p) = pool.upgrade() else {
             return End::PoolGone;
         };
         let seen_wake = page.manager.wake.load(Ordering::Acquire);
-        bell.apply(&*p, &mut bell.applied(), monotonic_ns(), false);
-        let (demand, state, watched) = bell.sample(&*p);
+        mp.apply_by_client(&p);
+        let demand = mp.write_reports(&p);
+        let (state, watched) = sampling(&p, demand);
         drop(p);
-        if bell.broken.load(Ordering::Relaxed) {
-            return End::Lost("send: the doorbell could not be rung".into());
+        if mp.ring().broken() {
+            return End::Lost("send: the ring to the manager failed".into());
         }
         if demand > 0 {
             last_busy = Instant::now();
         }
-        if let Some(end) = bell.manager_said() {
+        if let Some(end) = manager_said(mp.ring().socket()) {
             return end;
         }
         let state = match state {
@@ -404,11 +140,45 @@ pub(crate) fn run(
     }
 }
 
-/// Pin one of the session's threads to `cpus` by the workers' rule; a thread that exited
-/// meanwhile (ESRCH) is nothing to pin.
-fn pin_session_thread(tid: i32, cpus: &[usize], allowed: &[usize]) {
-    if let Err(e) = crate::affinity::pin_thread(tid, Some(cpus), allowed) {
-        tracing::debug!(tid, error = %e, "partita: could not pin a client thread");
+/// Start the session's liveness watch: its thread follows the allocation, and wakes the
+/// client thread from either of its waits when the manager speaks or hangs up.
+fn watch_liveness(mp: &Arc<ManagerPage>) -> Option<Liveness> {
+    let client = std::thread::current();
+    let (m, m2) = (mp.clone(), mp.clone());
+    Liveness::spawn(
+        mp.ring().socket(),
+        move || m2.confine_thread(crate::affinity::current_tid()),
+        move || {
+            m.page().manager.wake_waiters();
+            client.unpark();
+        },
+    )
+    .ok()
+}
+
+/// What the client's next sample can learn (from the pool and the demand it just
+/// reported), and whether a suspended worker watches the page.
+fn sampling(p: &Registry, demand: u32) -> (Sampling, bool) {
+    let state = if p.active() == 0 && p.target() == 0 {
+        Sampling::Suspended
+    } else if demand as usize >= p.num_threads() {
+        Sampling::Full
+    } else {
+        Sampling::MayRise
+    };
+    (state, p.control.page.watched_by_a_worker())
+}
+
+/// How the session ends if the manager said anything: after the welcome, that is an error
+/// report, or EOF.
+fn manager_said(mut socket: &UnixStream) -> Option<End> {
+    let mut buf = [0u8; 2048];
+    match socket.read(&mut buf) {
+        Ok(0) => Some(End::Lost("the manager closed the connection".into())),
+        Ok(n) => Some(End::Lost(describe(&buf[..n]))),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => None,
+        Err(e) => Some(End::Lost(format!("recv: {e}"))),
     }
 }
 
@@ -447,12 +217,6 @@ fn wait_for(tick: Duration, target: u32, quantum_end: u64, now: u64) -> Duration
     tick.min(Duration::from_nanos(quantum_end.saturating_sub(now)) + Duration::from_micros(1))
 }
 
-/// Whether a zero target is a quantum that has ended (`quantum_end` is monotonic ns; 0: the
-/// manager sets no deadline, the zero stands until changed).
-fn zero_quantum_expired(target: u32, quantum_end: u64, now: u64) -> bool {
-    target == 0 && quantum_end != 0 && now > quantum_end
-}
-
 fn describe(frame: &[u8]) -> String {
     if frame.len() >= 4 {
         if let Ok(len) = frame_len([frame[0], frame[1], frame[2], frame[3]], MAX_MANAGER_FRAME) {
@@ -468,51 +232,11 @@ fn describe(frame: &[u8]) -> String {
     "unexpected message from the manager".into()
 }
 
-/// Write the pool's active-worker count into the page. Two writers (the client's tick and
-/// a parking worker) each read the count, then store it; the one that read first may store
-/// last. So every writer reads again after storing and stores again if the count moved: the
-/// last store is then always followed by a read that matched it, and the page ends on the
-/// current count (the manager's hand-over waits for it to reach the target).
-fn store_active(slot: &AtomicU32, read: &dyn Fn() -> u32) {
-    let mut v = read();
-    loop {
-        slot.store(v, Ordering::SeqCst);
-        let now = read();
-        if now == v {
-            return;
-        }
-        v = now;
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{
-        store_active, tick_for, wait_for, zero_quantum_expired, Sampling, FULL_TICK, IDLE_TICK,
-        SUSPENDED_TICK,
-    };
-    use std::cell::Cell;
-    use std::sync::atomic::{AtomicU32, Ordering};
+    use super::{tick_for, wait_for, Sampling, FULL_TICK, IDLE_TICK, SUSPENDED_TICK};
+    use crate::control::manager_page::zero_quantum_expired;
     use std::time::Duration;
-
-    #[test]
-    fn a_count_that_moves_while_it_is_stored_is_stored_again() {
-        // The writer reads 2; another worker parks before its store lands (the count is 1
-        // from the second read on): the page must end on 1, not on the stale 2.
-        let reads = Cell::new(0);
-        let read = || {
-            reads.set(reads.get() + 1);
-            if reads.get() == 1 {
-                2
-            } else {
-                1
-            }
-        };
-        let slot = AtomicU32::new(2);
-        store_active(&slot, &read);
-        assert_eq!(slot.load(Ordering::SeqCst), 1);
-        assert_eq!(reads.get(), 3, "stored 2, saw 1, stored 1, saw 1");
-    }
 
     #[test]
     fn a_pool_asking_for_all_its_workers_ticks_slowly() {
@@ -554,16 +278,5 @@ mod tests {
         // An ended quantum: wake at once. A running pool: its own tick.
         assert_eq!(wait_for(t, 0, now - 1, now), Duration::from_micros(1));
         assert_eq!(wait_for(ms(10), 1, end, now), ms(10));
-    }
-
-    #[test]
-    fn only_an_ended_zero_quantum_expires() {
-        assert!(zero_quantum_expired(0, 100, 101));
-        assert!(!zero_quantum_expired(0, 100, 100), "not before its end");
-        assert!(
-            !zero_quantum_expired(0, 0, u64::MAX),
-            "no deadline: stays parked"
-        );
-        assert!(!zero_quantum_expired(2, 100, 200), "not a zero quantum");
     }
 }

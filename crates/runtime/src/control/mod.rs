@@ -1,7 +1,7 @@
 //! Process control: the pure policies (how a requested target, a declared need and an
 //! observation become numbers) and the public types that select them. The plumbing that
 //! applies them — workers suspending at safe points, unparking, re-pinning — lives in
-//! [`apply`]; the protocol that keeps it safe is in `../sleep/README.md`.
+//! [`target`]; the protocol that keeps it safe is in `../sleep/README.md`.
 //!
 //! The model is Tucker's (1993, §6.2): the pool holds a `target` number of active workers;
 //! growing is *pushed* (whoever raises the target unparks suspended workers at once, lowest
@@ -48,20 +48,17 @@ pub(crate) fn monotonic_ns() -> u64 {
         .as_nanos() as u64
 }
 
-mod apply;
 pub(crate) mod demand;
-mod follow;
+pub(crate) mod manager_page;
+mod page;
 mod report;
 mod slots;
+mod target;
 
-pub(crate) use apply::Control;
-pub(crate) use follow::Follower;
-// Only the manager client (not built under loom) hands the pool a watch.
-#[cfg(all(not(loom), partita_linux))]
-pub(crate) use follow::Watch;
+pub(crate) use manager_page::ManagerPage;
+pub(crate) use page::PageView;
 pub(crate) use report::BusyClock;
-#[cfg(all(not(loom), partita_linux))]
-pub(crate) use report::Doorbell;
+pub(crate) use target::Control;
 
 /// Who decides how many workers of a pool are active.
 ///

@@ -4,7 +4,7 @@
 //!   they already read the clock: at the edges of an idle episode and of a suspension.
 //! - The manager client samples the pool at every tick ([`Registry::demand_now`]).
 //! - Events where the pool can tell at once that its demand may have moved sample it too and
-//!   ring the manager's doorbell if the report changed, without waiting for the client's
+//!   ring the manager if the report changed, without waiting for the client's
 //!   tick ([`Registry::demand_event`]): `set_demand`, work injected into a pool that reports
 //!   less than its size, a worker going to sleep while the pool reports a demand. Events
 //!   are rate-bounded ([`MIN_EVENT_NS`]) and cost one relaxed load when no manager listens.
@@ -18,22 +18,11 @@ use std::time::Instant;
 
 use super::demand::{DemandEstimate, Sample};
 use super::need_limit;
+use super::ManagerPage;
 use crate::registry::Registry;
 
 /// Events sample the demand at most this often (ns); ticks are not bounded by it.
 pub(crate) const MIN_EVENT_NS: u64 = 500_000;
-
-/// Where a changed demand goes: the manager client's page and doorbell (set while a session
-/// is live). `publish` must not block.
-pub(crate) trait Doorbell: Send + Sync {
-    /// The pool's demand is now `demand`.
-    fn publish(&self, demand: u32);
-    /// A worker parked: `active` reads the workers that remain (read it at the moment of
-    /// writing: a count taken earlier may already be stale). `at_target`: that is the
-    /// target, so the manager must hear at once (it hands a revoked CPU to its new owner only
-    /// when the worker that ran there has parked, see the manager's `realloc::handover`).
-    fn parked(&self, active: &dyn Fn() -> u32, at_target: bool);
-}
 
 /// A worker's cumulative busy time, readable by other threads at any instant.
 ///
@@ -89,7 +78,8 @@ pub(crate) struct Reporting {
     reported: AtomicU32,
     /// A manager session is live: events may ring. Read (Relaxed) on hot paths.
     live: AtomicBool,
-    doorbell: Mutex<Option<Arc<dyn Doorbell>>>,
+    /// The live session's page (`manager_page.rs`), where reports go.
+    page: Mutex<Option<Arc<ManagerPage>>>,
     /// When an event last sampled (ns since the pool started), for the rate bound.
     last_event_ns: AtomicU64,
     /// The target change (`Targeted::changes`) the last hand-over ring was for.
@@ -104,7 +94,7 @@ impl Reporting {
             estimate: Mutex::new(DemandEstimate::starting_full(size)),
             reported: AtomicU32::new(size as u32),
             live: AtomicBool::new(false),
-            doorbell: Mutex::new(None),
+            page: Mutex::new(None),
             last_event_ns: AtomicU64::new(0),
             rang_for: AtomicU64::new(u64::MAX),
         }
@@ -157,23 +147,23 @@ impl Registry {
         d
     }
 
-    /// Hand `d` to the doorbell, if a session is live. Called with the estimate locked, so
-    /// the page sees the reports in the order they were computed.
+    /// Hand `d` to the session's page, if a session is live (it rings). Called with the
+    /// estimate locked, so the page sees the reports in the order they were computed.
     fn publish(&self, d: u32) {
-        let bell = self
+        let page = self
             .control
             .report
-            .doorbell
+            .page
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        if let Some(bell) = bell {
-            bell.publish(d);
+        if let Some(page) = page {
+            page.publish(d);
         }
     }
 
     /// The demand to report now (the client's tick): sample, update the estimate, publish
-    /// it (the doorbell rings if it changed, or if an earlier change is still unrung).
+    /// it (it is rung if it changed, or if an earlier change is still unrung).
     pub(crate) fn demand_now(&self) -> u32 {
         let mut est = self
             .control
@@ -186,11 +176,12 @@ impl Registry {
         d
     }
 
-    /// Connect (`Some`) or disconnect (`None`) the manager client's doorbell.
-    pub(crate) fn set_doorbell(&self, bell: Option<Arc<dyn Doorbell>>) {
+    /// Send reports to the live session's page (`Some`), or stop (`None`); part of
+    /// `Registry::set_manager_page`.
+    pub(super) fn set_report_page(&self, page: Option<Arc<ManagerPage>>) {
         let r = &self.control.report;
-        r.live.store(bell.is_some(), Ordering::Relaxed);
-        *r.doorbell.lock().unwrap_or_else(|p| p.into_inner()) = bell;
+        r.live.store(page.is_some(), Ordering::Relaxed);
+        *r.page.lock().unwrap_or_else(|p| p.into_inner()) = page;
     }
 
     /// A worker left the active set, `active` remain: tell the manager's page at once, and
@@ -201,16 +192,16 @@ impl Registry {
         if !r.live.load(Ordering::Relaxed) {
             return;
         }
-        let bell = r.doorbell.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        if let Some(bell) = bell {
+        let page = r.page.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(page) = page {
             // A worker parked inside a job may resume for its latch and park again many
             // times under one target; the manager needs one ring per change. The target and
             // its change count are one word, read together.
-            let now = super::apply::Targeted(self.control.target.load(Ordering::SeqCst));
+            let now = super::target::Targeted(self.control.target.load(Ordering::SeqCst));
             let change = now.changes();
             let ring =
                 active <= now.target() && r.rang_for.swap(change, Ordering::Relaxed) != change;
-            bell.parked(&|| self.active() as u32, ring);
+            page.parked(&|| self.active() as u32, ring);
         }
     }
 
@@ -281,35 +272,28 @@ mod tests {
     /// The hand-over ring goes once per target change: a worker parked inside a job that
     /// resumes for its latch and parks again (here: more parks at the same target) does not
     /// ring again; the next change does.
-    #[cfg(not(loom))]
+    #[cfg(all(not(loom), partita_linux))] // a session's page: Linux only
     #[test]
     fn one_hand_over_ring_per_target_change() {
         use crate::{ProcessControl, ThreadPoolBuilder};
-        use std::sync::atomic::AtomicUsize;
-        struct Rings(AtomicUsize);
-        impl Doorbell for Rings {
-            fn publish(&self, _: u32) {}
-            fn parked(&self, _: &dyn Fn() -> u32, at_target: bool) {
-                if at_target {
-                    self.0.fetch_add(1, Ordering::SeqCst);
-                }
-            }
-        }
         let pool = ThreadPoolBuilder::new()
             .num_threads(2)
             .process_control(ProcessControl::Manual)
             .build()
             .unwrap();
-        let rings = Arc::new(Rings(AtomicUsize::new(0)));
-        pool.registry.set_doorbell(Some(rings.clone()));
+        let (page, _manager_end) = ManagerPage::for_test(&pool.registry);
+        // The reports only: no worker applies this page (its "all workers" would undo the
+        // targets below).
+        pool.registry.set_report_page(Some(page.clone()));
+        let handovers = || page.ring().handovers.load(Ordering::SeqCst);
         // The parker counts itself out of `active` before it rings: wait for the ring.
         let rung_at_least = |n: usize| {
             let start = std::time::Instant::now();
-            while rings.0.load(Ordering::SeqCst) < n {
+            while handovers() < n {
                 assert!(start.elapsed().as_secs() < 20, "ring {n} never came");
                 std::thread::yield_now();
             }
-            rings.0.load(Ordering::SeqCst)
+            handovers()
         };
         pool.set_target_workers(1);
         assert_eq!(rung_at_least(1), 1);
@@ -333,6 +317,7 @@ mod tests {
             2,
             "the next lowered target rang more than once"
         );
+        pool.registry.set_report_page(None);
     }
 
     proptest! {

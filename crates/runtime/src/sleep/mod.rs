@@ -662,7 +662,7 @@ mod tests {
                         1,
                         || 1 < target.load(Ordering::SeqCst),
                         || {
-                            // Apply the page (as `Watch::catch_up` would): raise, notify.
+                            // Apply the page (as `ManagerPage::catch_up` would): raise, notify.
                             if page.load(Ordering::SeqCst) && target.load(Ordering::SeqCst) < 2 {
                                 target.store(2, Ordering::SeqCst);
                                 s2.notify_worker(1);

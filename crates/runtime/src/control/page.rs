@@ -1,4 +1,4 @@
-//! Following the manager from a worker's safe point.
+//! The manager's control page as workers apply it: at a safe point, inside a wait, or suspended.
 //!
 //! The manager publishes a new allocation into the control page and wakes the pool's client
 //! thread, which applies it (`set_target_workers`, `set_cpus`). On a machine whose CPUs are
@@ -8,18 +8,18 @@
 //! each safe point of its main loop: one relaxed load of the page's seqlock epoch (a line the
 //! manager writes only when the allocation changes) compared with the epoch this worker saw
 //! last. When it moved, the worker applies the page itself, exactly as the client would
-//! ([`Watch::catch_up`], the client's code), and then parks at once if the new target
+//! ([`ManagerPage::catch_up`], the code the client thread runs too), and then parks at once if the new target
 //! excludes it. The client thread still wakes and finds the change applied.
 //!
 //! A worker waiting inside a job (`wait_until`) looks too, between the jobs it runs
 //! meanwhile: it cannot park there, but it can apply the change, so a revocation's target is
 //! set even while the job holding the worker lasts (the probe's rounds: ≈ 1 ms).
 //!
-//! Who applies is serialised by the session (one lock, taken with `try_lock` by workers, so a
-//! safe point never blocks); whatever applies re-reads the page under it, so an older
+//! Who applies is serialised by the page (`ManagerPage`'s lock over the allocation applied,
+//! taken with `try_lock` by workers, so a safe point never blocks); whatever applies re-reads the page under it, so an older
 //! allocation is never applied after a newer one, and none after the session ended (the
-//! client then reverts the pool to standalone). The pool holds the live session's [`Watch`]
-//! ([`WatchSlot`]); each worker keeps its own reference ([`Follower`]), refreshed when the
+//! client then reverts the pool to standalone). The pool holds the live session's [`ManagerPage`]
+//! ([`PageSlot`]); each worker keeps its own reference ([`PageView`]), refreshed when the
 //! slot's generation moves, so the page stays mapped while a worker may read it.
 //!
 //! A *suspended* worker follows the page too, from its wait (`Sleep::suspend`): before each
@@ -33,7 +33,7 @@
 //! publish the look missed changes the word and the wait does not block. Without
 //! `futex_waitv` (Linux < 5.16) suspended workers wait on their own word only and the client
 //! thread resumes them, as before. While a suspended worker watches the page, the client
-//! thread waits for its tick only ([`WatchSlot::watched_by_a_worker`]): the watcher applies
+//! thread waits for its tick only ([`PageSlot::watched_by_a_worker`]): the watcher applies
 //! every change, and a second woken thread would compete for a CPU just when a grow needs
 //! one.
 
@@ -41,30 +41,16 @@ use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use super::ManagerPage;
 use crate::registry::Registry;
 use crate::worker::WorkerThread;
 
-/// The manager's allocation as a worker sees it: set by the client while a session is live.
-pub(crate) trait Watch: Send + Sync {
-    /// A word that changes whenever the allocation changes (the page's seqlock epoch).
-    fn word(&self) -> &AtomicU64;
-    /// The futex word the manager bumps and wakes (shared, not private) after the epoch
-    /// moved: the page's `wake`.
-    fn futex(&self) -> &AtomicU32;
-    /// Apply the page's allocation to the pool if it was not applied yet. Never blocks:
-    /// `false` if another thread is applying one right now (the caller tries again later).
-    fn catch_up(&self) -> bool;
-    /// A worker resumed: write the active count (`active` reads it) into the page. Never
-    /// blocks. (Parks go through the doorbell, which may also ring.)
-    fn resumed(&self, _active: &dyn Fn() -> u32) {}
-}
-
-/// The pool's live watch (part of `Control`).
+/// The live session's page, as the pool hands it to its workers (part of `Control`).
 #[derive(Default)]
-pub(crate) struct WatchSlot {
+pub(crate) struct PageSlot {
     /// Bumped at every change of `watch`; workers compare it with their copy.
     generation: AtomicU64,
-    watch: Mutex<Option<Arc<dyn Watch>>>,
+    watch: Mutex<Option<Arc<ManagerPage>>>,
     /// A watch is installed (read without the lock by target changes).
     live: AtomicBool,
     /// Suspended workers never watch the page (tests force the fallback with it).
@@ -73,9 +59,9 @@ pub(crate) struct WatchSlot {
     watchers: AtomicUsize,
 }
 
-impl WatchSlot {
+impl PageSlot {
     /// Install (`Some`) or remove the session's watch.
-    pub(crate) fn set(&self, watch: Option<Arc<dyn Watch>>) {
+    pub(crate) fn set(&self, watch: Option<Arc<ManagerPage>>) {
         let mut w = self.watch.lock().unwrap_or_else(|p| p.into_inner());
         self.live.store(watch.is_some(), Ordering::Relaxed);
         *w = watch;
@@ -111,14 +97,14 @@ impl WatchSlot {
 }
 
 /// The page's futex word, kept mapped by the watch it belongs to; a suspended worker is
-/// counted as watching the page while it holds one (see [`WatchSlot::watched_by_a_worker`]).
+/// counted as watching the page while it holds one (see [`PageSlot::watched_by_a_worker`]).
 pub(crate) struct PageFutex<'a> {
-    watch: Arc<dyn Watch>,
+    watch: Arc<ManagerPage>,
     watchers: &'a AtomicUsize,
 }
 
 impl<'a> PageFutex<'a> {
-    fn new(watch: Arc<dyn Watch>, watchers: &'a AtomicUsize) -> Self {
+    fn new(watch: Arc<ManagerPage>, watchers: &'a AtomicUsize) -> Self {
         // Relaxed: the count only chooses how the client thread waits (a stale read costs
         // one redundant wake-up, or a page change left to a tick or a safe point).
         watchers.fetch_add(1, Ordering::Relaxed);
@@ -139,21 +125,21 @@ impl std::ops::Deref for PageFutex<'_> {
     }
 }
 
-/// A worker's copy of the pool's watch (only its worker touches it).
-pub(crate) struct Follower {
-    /// The `WatchSlot` generation `watch` was taken at.
+/// A worker's copy of the pool's page slot (only its worker touches it).
+pub(crate) struct PageView {
+    /// The `PageSlot` generation `watch` was taken at.
     generation: Cell<u64>,
     /// Keeps `word` valid.
-    watch: RefCell<Option<Arc<dyn Watch>>>,
+    watch: RefCell<Option<Arc<ManagerPage>>>,
     /// `watch`'s word (null: no session).
     word: Cell<*const AtomicU64>,
     /// The word's value when this worker last caught up (or found nothing to do).
     seen: Cell<u64>,
 }
 
-impl Default for Follower {
+impl Default for PageView {
     fn default() -> Self {
-        Follower {
+        PageView {
             generation: Cell::new(0),
             watch: RefCell::new(None),
             word: Cell::new(std::ptr::null()),
@@ -167,11 +153,11 @@ impl WorkerThread {
     /// applied yet. Two relaxed loads and two compares when nothing changed.
     #[inline]
     pub(crate) fn follow_manager(&self) {
-        let f = &self.follow;
+        let f = &self.page;
         if self
             .registry
             .control
-            .watch
+            .page
             .generation
             .load(Ordering::Relaxed)
             != f.generation.get()
@@ -194,13 +180,13 @@ impl WorkerThread {
     /// its value read *before* applying any page change (so a publish after the look changes
     /// it), or `None` (no session, or no `futex_waitv`). Applies a changed page first, like a
     /// safe point; that may resume this worker (`set_target` notifies it).
-    pub(crate) fn follow_while_suspended(&self) -> Option<(PageFutex<'_>, u32)> {
-        let slot = &self.registry.control.watch;
-        if slot.generation.load(Ordering::Relaxed) != self.follow.generation.get() {
+    pub(crate) fn page_while_suspended(&self) -> Option<(PageFutex<'_>, u32)> {
+        let slot = &self.registry.control.page;
+        if slot.generation.load(Ordering::Relaxed) != self.page.generation.get() {
             self.refresh_watch();
         }
         let page = if slot.page_wait() {
-            let w = self.follow.watch.borrow().clone()?;
+            let w = self.page.watch.borrow().clone()?;
             // Acquire: pairs with the manager's Release bump after its epoch write, so the
             // epoch read below is at least as new as this value.
             let seen = w.futex().load(Ordering::Acquire);
@@ -214,13 +200,13 @@ impl WorkerThread {
 
     #[cold]
     fn refresh_watch(&self) {
-        let slot = &self.registry.control.watch;
+        let slot = &self.registry.control.page;
         let (generation, w) = {
             let w = slot.watch.lock().unwrap_or_else(|p| p.into_inner());
             // Under the lock, as its writer bumps it: the pair is consistent.
             (slot.generation.load(Ordering::Relaxed), w.clone())
         };
-        let f = &self.follow;
+        let f = &self.page;
         f.generation.set(generation);
         f.word.set(
             w.as_ref()
@@ -242,18 +228,18 @@ impl WorkerThread {
         if self.should_suspend() {
             return;
         }
-        let slot = &self.registry.control.watch;
-        if slot.generation.load(Ordering::Relaxed) != self.follow.generation.get() {
+        let slot = &self.registry.control.page;
+        if slot.generation.load(Ordering::Relaxed) != self.page.generation.get() {
             self.refresh_watch();
         }
-        if let Some(w) = self.follow.watch.borrow().as_ref() {
+        if let Some(w) = self.page.watch.borrow().as_ref() {
             w.resumed(&|| self.registry.active() as u32);
         }
     }
 
     #[cold]
     fn catch_up(&self, now: u64) {
-        let f = &self.follow;
+        let f = &self.page;
         let applied = f.watch.borrow().as_ref().is_none_or(|w| w.catch_up());
         if applied {
             f.seen.set(now);
@@ -262,9 +248,12 @@ impl WorkerThread {
 }
 
 impl Registry {
-    /// Install (`Some`) or remove the live session's watch.
-    pub(crate) fn set_watch(&self, watch: Option<Arc<dyn Watch>>) {
-        self.control.watch.set(watch);
+    /// Hand the pool the live session's page (`Some`: the client, when a session starts), or
+    /// take it back (`None`: when it ends). Reports go to it (`report.rs`) and workers apply
+    /// it at their safe points, inside waits and while suspended.
+    pub(crate) fn set_manager_page(&self, page: Option<Arc<ManagerPage>>) {
+        self.set_report_page(page.clone());
+        self.control.page.set(page);
         // Workers already suspended look again, so they watch the new page (or stop
         // watching the old one).
         self.sleep.nudge_suspended();
@@ -280,64 +269,27 @@ mod tests {
     //! that gives a wrong wake-up the chance to happen.
     use super::*;
     use crate::{ProcessControl, ThreadPool, ThreadPoolBuilder};
-    use partita_protocol::page::PageMap;
     use partita_protocol::CpuSet;
-    use std::sync::Weak;
+    use std::os::unix::net::UnixStream;
     use std::time::{Duration, Instant};
-
-    /// The client's part, reduced to applying the page's target from whichever thread calls.
-    struct Session {
-        page: PageMap,
-        pool: Weak<Registry>,
-        /// The epoch last applied, and the threads that applied a change.
-        applied: Mutex<(u64, Vec<String>)>,
-    }
-
-    impl Watch for Session {
-        fn word(&self) -> &AtomicU64 {
-            &self.page.manager.epoch
-        }
-        fn futex(&self) -> &AtomicU32 {
-            &self.page.manager.wake
-        }
-        fn catch_up(&self) -> bool {
-            let Ok(mut applied) = self.applied.try_lock() else {
-                return false;
-            };
-            let a = self.page.manager.read();
-            if applied.0 != a.epoch {
-                if let Some(reg) = self.pool.upgrade() {
-                    reg.set_target(a.target as usize, true);
-                }
-                applied.0 = a.epoch;
-                let me = std::thread::current().name().unwrap_or("?").to_string();
-                applied.1.push(me);
-            }
-            true
-        }
-    }
 
     fn pool(fallback: bool) -> ThreadPool {
         let pool = ThreadPoolBuilder::new()
             .process_control(ProcessControl::Manual)
             .num_threads(2)
-            .thread_name(|i| format!("follow-test-worker-{i}"))
+            .thread_name(|i| format!("page-test-worker-{i}"))
             .build()
             .unwrap();
         if fallback {
-            pool.registry.control.watch.force_fallback();
+            pool.registry.control.page.force_fallback();
         }
         pool
     }
 
-    fn session(pool: &ThreadPool) -> Arc<Session> {
-        // The page says "2 workers", as a manager's welcome does.
-        let page = PageMap::create(1, 2).unwrap();
-        Arc::new(Session {
-            page,
-            pool: Arc::downgrade(&pool.registry),
-            applied: Mutex::new((u64::MAX, Vec::new())),
-        })
+    /// A session's page with no client thread (the page says "all workers", as a manager's
+    /// welcome does), and the other end of its ring's socket (kept open).
+    fn session(pool: &ThreadPool) -> (Arc<ManagerPage>, UnixStream) {
+        ManagerPage::for_test(&pool.registry)
     }
 
     fn wait_for(what: &str, cond: impl Fn() -> bool) {
@@ -348,8 +300,8 @@ mod tests {
         }
     }
 
-    fn appliers(s: &Session) -> Vec<String> {
-        s.applied.lock().unwrap().1.clone()
+    fn appliers(s: &ManagerPage) -> Vec<String> {
+        s.applied_by()
     }
 
     /// Shrink through the page (applied by the test thread, as the client would), then grow
@@ -360,17 +312,17 @@ mod tests {
             return; // the fallback's test covers such kernels
         }
         let pool = pool(false);
-        let s = session(&pool);
-        pool.registry.set_watch(Some(s.clone() as Arc<dyn Watch>));
-        s.page.manager.publish(1, &CpuSet::new());
+        let (s, _manager_end) = session(&pool);
+        pool.registry.set_manager_page(Some(s.clone()));
+        s.page().manager.publish(1, &CpuSet::new());
         assert!(s.catch_up());
         wait_for("worker 1 to suspend", || pool.active_workers() == 1);
-        let slot = &pool.registry.control.watch;
+        let slot = &pool.registry.control.page;
         for round in 0..20 {
             // The client thread would now leave the page to the suspended worker.
             wait_for("worker 1 to watch the page", || slot.watched_by_a_worker());
             let before = appliers(&s).len();
-            s.page.manager.publish(2, &CpuSet::new());
+            s.page().manager.publish(2, &CpuSet::new());
             wait_for("the page's grow to resume worker 1", || {
                 pool.active_workers() == 2
             });
@@ -379,8 +331,8 @@ mod tests {
             // A worker applied it: nobody else looks at the page here.
             let who = appliers(&s);
             assert_eq!(who.len(), before + 1, "round {round}: {who:?}");
-            assert!(who[before].starts_with("follow-test-worker-"), "{who:?}");
-            s.page.manager.publish(1, &CpuSet::new());
+            assert!(who[before].starts_with("page-test-worker-"), "{who:?}");
+            s.page().manager.publish(1, &CpuSet::new());
             assert!(s.catch_up());
             wait_for("worker 1 to suspend again", || pool.active_workers() == 1);
         }
@@ -408,15 +360,15 @@ mod tests {
                 .build()
                 .unwrap(),
         );
-        let s = session(&pool);
-        pool.registry.set_watch(Some(s.clone() as Arc<dyn Watch>));
+        let (s, _manager_end) = session(&pool);
+        pool.registry.set_manager_page(Some(s.clone()));
         let ran = Arc::new(AtomicBool::new(false));
         let job = {
             let (pool, s, ran) = (pool.clone(), s.clone(), ran.clone());
             std::thread::spawn(move || {
                 pool.install(|| {
                     crate::scope(|sc| {
-                        s.page.manager.publish(0, &CpuSet::new());
+                        s.page().manager.publish(0, &CpuSet::new());
                         // Runs after the scope's body, in the same top-level job.
                         sc.spawn(|_| ran.store(true, Ordering::SeqCst));
                     })
@@ -428,7 +380,7 @@ mod tests {
             || pool.registry.target() == 0 && pool.active_workers() == 0,
         );
         assert!(!ran.load(Ordering::SeqCst), "a task ran in a zero quantum");
-        s.page.manager.publish(1, &CpuSet::new());
+        s.page().manager.publish(1, &CpuSet::new());
         job.join().unwrap();
         assert!(ran.load(Ordering::SeqCst));
         wait_for("the page to resume it", || pool.active_workers() == 1);
@@ -443,16 +395,16 @@ mod tests {
         let pool = pool(false);
         pool.set_target_workers(1);
         wait_for("worker 1 to suspend", || pool.active_workers() == 1);
-        let s = session(&pool);
-        s.page.manager.publish(1, &CpuSet::new());
-        pool.registry.set_watch(Some(s.clone() as Arc<dyn Watch>));
-        s.page.manager.publish(2, &CpuSet::new());
+        let (s, _manager_end) = session(&pool);
+        s.page().manager.publish(1, &CpuSet::new());
+        pool.registry.set_manager_page(Some(s.clone()));
+        s.page().manager.publish(2, &CpuSet::new());
         wait_for("the page's grow to resume worker 1", || {
             pool.active_workers() == 2
         });
         assert!(appliers(&s)
             .iter()
-            .all(|w| w.starts_with("follow-test-worker-")));
+            .all(|w| w.starts_with("page-test-worker-")));
     }
 
     /// Without `futex_waitv` (forced here) a suspended worker waits on its own word only: a
@@ -463,26 +415,26 @@ mod tests {
     #[test]
     fn the_fallback_resumes_on_local_unparks_only() {
         let pool = pool(true);
-        let s = session(&pool);
-        pool.registry.set_watch(Some(s.clone() as Arc<dyn Watch>));
+        let (s, _manager_end) = session(&pool);
+        pool.registry.set_manager_page(Some(s.clone()));
         wait_for("both workers to sleep", || {
             pool.registry.sleep.snapshot() == (2, 0)
         });
-        s.page.manager.publish(1, &CpuSet::new());
+        s.page().manager.publish(1, &CpuSet::new());
         assert!(s.catch_up());
         wait_for("worker 1 to suspend", || pool.active_workers() == 1);
         // (A worker may have applied the page's first epoch before it fell asleep.)
         let before = appliers(&s).len();
-        s.page.manager.publish(2, &CpuSet::new());
+        s.page().manager.publish(2, &CpuSet::new());
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(pool.active_workers(), 1, "resumed by the page word");
-        assert!(!pool.registry.control.watch.watched_by_a_worker());
+        assert!(!pool.registry.control.page.watched_by_a_worker());
         assert_eq!(pool.target_workers(), 1);
         // The client thread's part: apply the page, which unparks locally.
         assert!(s.catch_up());
         wait_for("the local unpark", || pool.active_workers() == 2);
         let who = appliers(&s);
         assert_eq!(who.len(), before + 1, "{who:?}");
-        assert!(!who[before].starts_with("follow-test-"), "{who:?}");
+        assert!(!who[before].starts_with("page-test-"), "{who:?}");
     }
 }

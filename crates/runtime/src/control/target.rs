@@ -10,10 +10,6 @@ use crossbeam_utils::CachePadded;
 
 use super::report::{Event, Reporting};
 use super::slots::Slots;
-#[cfg(all(not(loom), partita_linux))]
-use crate::client::Controlled;
-#[cfg(all(not(loom), partita_linux))]
-use crate::control::Doorbell;
 use crate::control::{self, Need, ProcessControl};
 use crate::latch::CoreLatch;
 use crate::registry::Registry;
@@ -66,10 +62,10 @@ pub(crate) struct Control {
     pub(crate) allowed: Vec<usize>,
     /// The application's own limit (`set_demand`).
     pub(crate) need: Mutex<Need>,
-    /// The demand estimate and the manager's doorbell (`report.rs`).
+    /// The demand estimate and where it is reported (`report.rs`).
     pub(crate) report: Reporting,
-    /// The live manager session's page, which workers follow at safe points (`follow.rs`).
-    pub(crate) watch: super::follow::WatchSlot,
+    /// The live manager session's page, which workers apply at safe points (`page.rs`).
+    pub(crate) page: super::page::PageSlot,
 }
 
 impl Control {
@@ -86,7 +82,7 @@ impl Control {
             allowed: crate::affinity::allowed_cpus(),
             need: Mutex::new(Need::Unlimited),
             report: Reporting::new(n),
-            watch: Default::default(),
+            page: Default::default(),
         }
     }
 }
@@ -134,7 +130,7 @@ impl Registry {
     /// at its next safe point or wait. Under a manager whose page suspended workers watch,
     /// wake it so that it waits there (README §5); otherwise leave it asleep.
     fn suspend_if_asleep(&self, i: usize) {
-        if self.sleep.suspend_sleeper(i, self.control.watch.watched()) {
+        if self.sleep.suspend_sleeper(i, self.control.page.watched()) {
             self.suspended(i);
         }
     }
@@ -204,51 +200,19 @@ impl Registry {
         self.demand_event(Event::NeedChanged);
     }
 
+    /// The manager went away: the whole pool, no CPU confinement.
+    pub(crate) fn revert_to_standalone(&self) {
+        self.set_target(self.num_threads(), true);
+        self.set_cpu_set(None);
+    }
+
+    /// Confine the workers to `cpus` (`None`: no confinement); they re-pin themselves at their
+    /// next safe point.
     pub(crate) fn set_cpu_set(&self, cpus: Option<Vec<usize>>) {
         *self.control.cpus.lock().unwrap_or_else(|p| p.into_inner()) = cpus;
         // Release after the set is stored: a worker that sees the new epoch (Acquire, at its
         // safe point) then reads the new set under the mutex anyway.
         self.control.cpus_epoch.fetch_add(1, Ordering::Release);
-    }
-}
-
-#[cfg(all(not(loom), partita_linux))]
-impl Controlled for Registry {
-    fn pool_size(&self) -> usize {
-        self.num_threads()
-    }
-    fn set_target_workers(&self, n: usize) {
-        self.set_target(n, true);
-    }
-    fn target_workers(&self) -> usize {
-        self.target()
-    }
-    fn active_workers(&self) -> usize {
-        self.active()
-    }
-    fn set_cpus(&self, cpus: Option<Vec<usize>>) {
-        self.set_cpu_set(cpus);
-    }
-    fn allowed_cpus(&self) -> Vec<usize> {
-        self.control.allowed.clone()
-    }
-    fn demand(&self) -> u32 {
-        self.demand_now()
-    }
-    fn tasks_run(&self) -> u64 {
-        self.stats().tasks_run
-    }
-    fn idle_ns(&self) -> u64 {
-        self.stats().idle_time.as_nanos() as u64
-    }
-    fn set_doorbell(&self, bell: Option<std::sync::Arc<dyn Doorbell>>) {
-        Registry::set_doorbell(self, bell);
-    }
-    fn set_watch(&self, watch: Option<std::sync::Arc<dyn control::Watch>>) {
-        Registry::set_watch(self, watch);
-    }
-    fn page_watched(&self) -> bool {
-        self.control.watch.watched_by_a_worker()
     }
 }
 
@@ -353,8 +317,8 @@ impl WorkerThread {
                     || latch_set()
             },
             // Between waits: apply a page change, and watch the page's futex word too, so a
-            // manager's grow resumes us without the client thread (`follow.rs`).
-            || self.follow_while_suspended(),
+            // manager's grow resumes us without the client thread (`page.rs`).
+            || self.page_while_suspended(),
         );
         if let Some(latch) = waiting_on {
             latch.wake_up();
