@@ -332,7 +332,7 @@ impl WorkerThread {
             // Between two jobs: apply a page change (`control/page.rs`), so a revocation's
             // target is set without waiting for the client thread, then park here if it
             // excludes us (sleep/README.md §5).
-            self.follow_manager();
+            self.apply_page();
             // Excluded while our stack holds a job: an included worker between jobs parks in
             // our place if there is one (`control/slots.rs`), else we park here.
             if self.must_park_in_wait() {
@@ -480,7 +480,7 @@ pub(crate) fn main_loop(seed: WorkerSeed) {
             break;
         }
         // Safe point: between two tasks, nothing of ours is in flight.
-        wt.follow_manager();
+        wt.apply_page();
         if wt.should_suspend() {
             wt.park(None);
             continue;

@@ -152,7 +152,7 @@ impl WorkerThread {
     /// Safe point: apply an allocation the manager published and the client thread has not
     /// applied yet. Two relaxed loads and two compares when nothing changed.
     #[inline]
-    pub(crate) fn follow_manager(&self) {
+    pub(crate) fn apply_page(&self) {
         let f = &self.page;
         if self
             .registry
@@ -194,7 +194,7 @@ impl WorkerThread {
         } else {
             None
         };
-        self.follow_manager();
+        self.apply_page();
         page
     }
 

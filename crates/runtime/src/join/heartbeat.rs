@@ -290,7 +290,7 @@ impl WorkerThread {
                 self.push(job);
             }
         }
-        self.follow_manager();
+        self.apply_page();
     }
 }
 
