@@ -14,7 +14,7 @@
 
 // Linux only (perf-event counters); the portable build measures nothing and publishes what
 // the program reports.
-#[cfg_attr(not(partita_linux), path = "traffic/measured_portable.rs")]
+#[cfg_attr(not(partita_linux), path = "measured_portable.rs")]
 mod measured;
 
 #[cfg(not(partita_linux))]
