@@ -59,6 +59,9 @@ pub(crate) struct Shared {
     /// The outside runnable threads the last sample saw, before its gate (system-wide; 0
     /// when the gate was closed): what a registration's fresh count is compared with.
     outside_seen: AtomicU32,
+    /// A registration's fresh count found no outside thread: the sampler forgets the outside
+    /// use it remembers at its next sample (whose interval may span a load that just exited).
+    outside_gone: std::sync::atomic::AtomicBool,
     /// A registration's fresh count of outside threads, shared by those right after it.
     fresh: sample::FreshCount,
 }
@@ -291,6 +294,7 @@ pub(crate) fn shared(config: Config, state_dir: Option<&Path>) -> Result<Arc<Sha
         watchdog: crate::service::Watchdog::from_env(),
         memfollow: Arc::default(),
         outside_seen: AtomicU32::new(0),
+        outside_gone: std::sync::atomic::AtomicBool::new(false),
         fresh: sample::FreshCount::default(),
     }))
 }
@@ -712,6 +716,9 @@ async fn serve_application(shared: &Shared, stream: &mut UnixStream, req: Regist
         let cache = shared.fresh.clone();
         let count = move || cache.get(|| sample::outside_runnable_now(&req));
         if let Ok(fresh) = tokio::task::spawn_blocking(count).await {
+            if fresh == 0 {
+                shared.outside_gone.store(true, Ordering::Relaxed);
+            }
             shared.lock().lower_outside(fresh);
         }
     }

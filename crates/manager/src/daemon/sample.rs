@@ -245,6 +245,13 @@ fn measure(shared: &Shared, req: SampleRequest, state: &mut Outside) -> (Vec<u32
         return (now, gone);
     }
     let mut used = cpu_ticks(&req, tracked_ticks).map(|t| state.fold(t, Instant::now()));
+    if shared.outside_gone.swap(false, Ordering::Relaxed) {
+        // A registration's walk just found no outside thread: this sample's interval may
+        // span a load that exited before it (a killed loop's last ticks), which would open
+        // the gate by its last reading for one period. Outside use starts again from 0.
+        state.used = OutsideUse::default();
+        used = used.map(|_| state.used);
+    }
     if used.is_some_and(OutsideUse::fading) && outside_runnable_now(&req) == 0 {
         // The load that opened the gate has exited: it stops counting now, not once the
         // average has decayed.
