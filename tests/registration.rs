@@ -52,8 +52,20 @@ fn first_allocation_is_full(socket: &std::path::Path, p: &Proc) {
         );
     }
     // Whether or not the first snapshot caught the first allocation, the probe reports every
-    // target it applied: none below 2 so far.
-    assert_eq!(lowered(p), None, "the newcomer was lowered: {first:?}");
+    // target it applied: none below 2 so far. On failure, the manager's view now (a later
+    // allocation that lowered it shows as `allocations` above the first snapshot's) and every
+    // line the probe printed, with its times.
+    if let Some(line) = lowered(p) {
+        let now = status(socket);
+        let lines = p.lines.lock().unwrap().clone();
+        panic!(
+            "the newcomer was lowered ({line}): first snapshot {first:?}; now {:?} \
+             (samples {}, reallocations {}); the probe's lines: {lines:?}",
+            now.app_by_pid(p.pid()),
+            now.samples,
+            now.reallocations
+        );
+    }
 }
 
 /// Two unmanaged busy loops use both CPUs, seen by the manager as outside load; they are
