@@ -6,13 +6,15 @@ use crate::enforce::Enforcer;
 use crate::proc_ref::ProcRef;
 use partita_protocol::page::PageMap;
 use partita_protocol::CpuSet;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// A plan's effects resolved to what applying them needs, built under the registry's lock.
 #[derive(Debug, Default)]
 pub(crate) struct Batch {
-    /// Pages to publish `(target, cpus)` to.
-    pub publish: Vec<(Arc<PageMap>, u32, CpuSet)>,
+    /// Pages to publish `(target, cpus)` to, with the page's `quantum_end` (the bandwidth
+    /// policy's deadline of a zero quantum, else 0).
+    pub publish: Vec<(Arc<PageMap>, u32, CpuSet, u64)>,
     /// Processes whose threads get this affinity (pidfd-backed: never a reused pid).
     pub affinity: Vec<(ProcRef, CpuSet)>,
     /// Partitions (name, tracked processes) whose uncontrolled processes get this CPU set.
@@ -35,11 +37,11 @@ pub(crate) fn apply(batch: Batch, enforcer: &mut Enforcer) {
     let changes: Vec<(u32, u32)> = batch
         .publish
         .iter()
-        .map(|(page, target, _)| (page.manager.read().target, *target))
+        .map(|(page, target, _, _)| (page.manager.read().target, *target))
         .collect();
     for i in revocations_first(&changes) {
-        let (page, target, cpus) = &batch.publish[i];
-        page.manager.publish(*target, cpus);
+        let (page, target, cpus, quantum_end) = &batch.publish[i];
+        publish(page, *target, cpus, *quantum_end);
     }
     for (proc, cpus) in &batch.affinity {
         if let Err(e) = enforcer.confine_process(proc, cpus, false) {
@@ -57,6 +59,25 @@ pub(crate) fn apply(batch: Batch, enforcer: &mut Enforcer) {
         } else {
             enforcer.forget_dead();
         }
+    }
+}
+
+/// Publish `(target, cpus)` with its `quantum_end`, in the order that never leaves a zero
+/// target without its deadline: a client resumes on its own from a zero target only once
+/// `quantum_end` has passed, so a manager stopped between the two writes (SIGSTOP, a stall)
+/// must not leave the page at target 0 with the 0 of an application already selected again:
+/// the deadline goes first when the target drops to 0, and is cleared only after a target
+/// above 0 is out. `tests/bandwidth.rs` caught a parked application that never resumed with
+/// the manager stopped, in 1 of 20 quiet workspace runs, when `quantum_end` was cleared at
+/// the quantum's selection, before the round published the target.
+fn publish(page: &PageMap, target: u32, cpus: &CpuSet, quantum_end: u64) {
+    let end = &page.manager.quantum_end;
+    if target == 0 {
+        end.store(quantum_end, Ordering::Release);
+        page.manager.publish(target, cpus);
+    } else {
+        page.manager.publish(target, cpus);
+        end.store(quantum_end, Ordering::Release);
     }
 }
 

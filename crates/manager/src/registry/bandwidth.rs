@@ -56,13 +56,16 @@ impl Registry {
         (apps, cpus)
     }
 
-    /// Every page's `quantum_end` (before the zero targets are published).
+    /// Every parked application's page's `quantum_end` (before the zero targets are
+    /// published: a new deadline, or a parked one's extended). A selected application's is
+    /// cleared only after the round published its target above 0 (`realloc::apply`): cleared
+    /// here, a manager stopped before that round left it at target 0 for good.
     fn store_quantum_ends(&self) {
         for a in self.apps.values() {
-            a.page
-                .manager
-                .quantum_end
-                .store(self.bandwidth.quantum_end(a.id), Ordering::Release);
+            let end = self.bandwidth.quantum_end(a.id);
+            if end != 0 {
+                a.page.manager.quantum_end.store(end, Ordering::Release);
+            }
         }
     }
 }

@@ -489,7 +489,8 @@ impl Registry {
                     if let Some(a) = self.apps.get_mut(&app) {
                         a.published = Some((target, cpus));
                         a.allocations += 1;
-                        batch.publish.push((a.page.clone(), target, cpus));
+                        let end = self.bandwidth.quantum_end(a.id);
+                        batch.publish.push((a.page.clone(), target, cpus, end));
                     }
                 }
                 Effect::Affinity { app, cpus } => {
