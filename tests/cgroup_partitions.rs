@@ -178,7 +178,7 @@ fn thread_masks(pid: i32) -> CpuSet {
 }
 
 /// Partition `name` in `s`: its programs' pids, the CPUs published to them (union), Σ of
-/// their targets, and the partition's cgroup cpuset.
+/// the targets of those holding CPUs of their own, and the partition's cgroup cpuset.
 fn partition(s: &Status, name: &str) -> Option<(Vec<i32>, CpuSet, u32, CpuSet)> {
     let p = s.partitions.iter().find(|p| p.name == name)?;
     let apps: Vec<_> = s
@@ -193,7 +193,9 @@ fn partition(s: &Status, name: &str) -> Option<(Vec<i32>, CpuSet, u32, CpuSet)> 
     Some((
         apps.iter().map(|a| a.pid).collect(),
         cpus,
-        apps.iter().map(|a| a.target).sum(),
+        // A program left without a CPU of its own time-shares the partition's (`min_target`)
+        // and holds none of them.
+        apps.iter().filter(|a| !a.shared).map(|a| a.target).sum(),
         p.cgroup_cpus.iter().copied().collect(),
     ))
 }

@@ -36,6 +36,7 @@
 
 mod support;
 
+use partita_manager::status::AppStatus;
 use partita_manager::sys;
 use partita_protocol::page::monotonic_ns;
 use partita_queues::XorShift64 as Rng;
@@ -123,9 +124,27 @@ impl World {
             Duration::from_secs(2),
             || match partita_manager::query_status(&self.socket) {
                 Ok(s) => {
-                    let targets: Vec<u32> = s.applications.iter().map(|a| a.target).collect();
-                    last = format!("targets {targets:?} on {} CPUs", s.cpus_managed);
+                    // CPUs of their own never exceed the machine; an application that
+                    // time-shares its partition's CPUs (`min_target`) runs one worker.
+                    let own = |a: &&AppStatus| !a.shared;
+                    let targets: Vec<u32> = s
+                        .applications
+                        .iter()
+                        .filter(own)
+                        .map(|a| a.target)
+                        .collect();
+                    let sharing: Vec<u32> = s
+                        .applications
+                        .iter()
+                        .filter(|a| a.shared)
+                        .map(|a| a.target)
+                        .collect();
+                    last = format!(
+                        "targets {targets:?} and sharing {sharing:?} on {} CPUs",
+                        s.cpus_managed
+                    );
                     targets.iter().sum::<u32>() as usize <= s.cpus_managed
+                        && sharing.iter().all(|&t| t == 1)
                 }
                 Err(e) => {
                     last = e.to_string();

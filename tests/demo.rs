@@ -46,15 +46,26 @@ fn longest_oversubscription(run: &Value) -> (f64, Vec<String>) {
     for s in run["timeline"].as_array().unwrap() {
         let t = s["t_s"].as_f64().unwrap();
         let apps = s["apps"].as_array().unwrap();
+        // Workers on CPUs of their own never exceed the CPUs, and an application left without
+        // any (more applications than CPUs) runs one worker on the shared ones (`min_target`).
+        let shared = |a: &&Value| a["shared"].as_bool() == Some(true);
         let active: f64 = apps
             .iter()
+            .filter(|a| !shared(a))
             .filter_map(|a| a["active"].as_u64())
             .sum::<u64>() as f64;
-        if active > cpus {
+        let sharing_above_one = apps
+            .iter()
+            .filter(shared)
+            .any(|a| a["active"].as_u64().unwrap_or(0) > 1);
+        if active > cpus || sharing_above_one {
             let start = *since.get_or_insert(t);
             let shown: Vec<String> = apps
                 .iter()
-                .map(|a| format!("{} {}/{}", a["label"], a["target"], a["active"]))
+                .map(|a| {
+                    let s = if shared(&a) { " shared" } else { "" };
+                    format!("{} {}/{}{s}", a["label"], a["target"], a["active"])
+                })
                 .collect();
             stretch.push(format!("{t:.2}s: {}", shown.join(", ")));
             if t - start >= longest {

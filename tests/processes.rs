@@ -24,7 +24,9 @@ fn hog(socket: &std::path::Path, partition: &str) -> Proc {
     )
 }
 
-/// Σ of what the members hold, and whether the CPU sets of holders are disjoint.
+/// Σ of what the members hold, and whether the CPU sets of holders are disjoint. An
+/// application that time-shares its partition's CPUs (`min_target`) holds none; it runs one
+/// worker there.
 fn split(s: &Status) -> (u32, bool) {
     let mut seen = CpuSet::new();
     let mut disjoint = true;
@@ -36,7 +38,9 @@ fn split(s: &Status) -> (u32, bool) {
         }
     };
     for a in &s.applications {
-        if a.target > 0 {
+        if a.shared {
+            assert_eq!(a.target, 1, "{a:?}");
+        } else if a.target > 0 {
             total += a.target;
             assert_eq!(a.cpus.len() as u32, a.target, "{a:?}");
             claim(&a.cpus);

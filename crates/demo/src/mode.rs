@@ -151,6 +151,10 @@ pub struct AppSample {
     pub active: Option<u32>,
     /// CPUs of its allocation.
     pub cpus: Option<Vec<usize>>,
+    /// Those CPUs are its partition's, time-shared: the rotation gave it none of its own and
+    /// the manager's `min_target` keeps one worker running.
+    #[serde(default)]
+    pub shared: bool,
 }
 
 /// The state of every running application at one instant.
@@ -434,6 +438,7 @@ impl Group<'_> {
                     target: a.map(|a| a.target),
                     active: a.map(|a| a.active),
                     cpus: a.map(|a| a.cpus.clone()),
+                    shared: a.is_some_and(|a| a.shared),
                 })
             })
             .collect();

@@ -36,8 +36,8 @@ pub struct IntervalShares {
 /// ```
 /// use partita_demo::{mode::{AppSample, Sample}, Mode, ModeRun};
 /// let smp = |t_s: f64, a: f64, b: f64| Sample { t_s, apps: vec![
-///     AppSample { label: "a".into(), cpu_s: a, runnable: 1, target: None, active: None, cpus: None },
-///     AppSample { label: "b".into(), cpu_s: b, runnable: 1, target: None, active: None, cpus: None },
+///     AppSample { label: "a".into(), cpu_s: a, runnable: 1, target: None, active: None, cpus: None, shared: false },
+///     AppSample { label: "b".into(), cpu_s: b, runnable: 1, target: None, active: None, cpus: None, shared: false },
 /// ]};
 /// let run = ModeRun { mode: Mode::Uncontrolled, makespan_s: 2.0, cpus: 2, realloc_ms: 0,
 ///     apps: vec![], timeline: vec![smp(0.0, 0.0, 0.0), smp(1.0, 1.5, 0.5)] };

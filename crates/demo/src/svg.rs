@@ -73,7 +73,7 @@ fn cpu_rate(timeline: &[Sample], label: &str, window: f64) -> Vec<(f64, f64)> {
 /// use partita_demo::{mode::{AppSample, Sample}, Mode, ModeRun};
 /// let smp = |t_s: f64, target| Sample { t_s, apps: vec![AppSample {
 ///     label: "a<b".into(), cpu_s: t_s, runnable: 1, target: Some(target), active: Some(target),
-///     cpus: Some(vec![0]) }] };
+///     cpus: Some(vec![0]), shared: false }] };
 /// let run = ModeRun { mode: Mode::ProcessControl, makespan_s: 1.0, cpus: 2, realloc_ms: 300,
 ///     apps: vec![], timeline: vec![smp(0.0, 1), smp(0.5, 2)] };
 /// let svg = partita_demo::svg::timeline(&run, "t");

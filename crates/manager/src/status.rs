@@ -148,6 +148,10 @@ pub struct AppStatus {
     pub demand: u32,
     /// Target published.
     pub target: u32,
+    /// Its `cpus` are its partition's, time-shared with their owners: the rotation gave it
+    /// none of its own this period and `min_target` keeps one worker running.
+    #[serde(default)]
+    pub shared: bool,
     /// Allocations published to it since it registered (its first is the one it was
     /// welcomed with).
     #[serde(default)]
@@ -350,6 +354,11 @@ impl Status {
         );
         for a in &self.applications {
             let set: partita_protocol::CpuSet = a.cpus.iter().copied().collect();
+            let set = if a.shared {
+                format!("{set} shared")
+            } else {
+                set.to_string()
+            };
             let nodes: Vec<String> = a.nodes.iter().map(u32::to_string).collect();
             let _ = writeln!(
                 s,
@@ -361,7 +370,7 @@ impl Status {
                 a.demand,
                 a.target,
                 a.active,
-                set.to_string(),
+                set,
                 nodes.join(","),
                 a.policy.to_string(),
                 a.counters_cell()

@@ -48,6 +48,8 @@ struct App {
     jobserver: bool,
     page: Arc<PageMap>,
     published: Option<(u32, CpuSet)>,
+    /// Its published CPUs are its partition's, time-shared (`realloc::plan::Share`).
+    shared: bool,
     /// Allocations published to it so far.
     allocations: u64,
     /// When its pending revocation was published (monotonic ns; `realloc::plan::handover`).
@@ -419,6 +421,7 @@ impl Registry {
                 jobserver: req.jobserver,
                 page: Arc::new(page),
                 published: None,
+                shared: false,
                 allocations: 0,
                 revoked_at: None,
             },
@@ -485,9 +488,15 @@ impl Registry {
         }
         for effect in plan.effects {
             match effect {
-                Effect::Publish { app, target, cpus } => {
+                Effect::Publish {
+                    app,
+                    target,
+                    cpus,
+                    shared,
+                } => {
                     if let Some(a) = self.apps.get_mut(&app) {
                         a.published = Some((target, cpus));
+                        a.shared = shared;
                         a.allocations += 1;
                         let end = self.bandwidth.quantum_end(a.id);
                         batch.publish.push((a.page.clone(), target, cpus, end));
@@ -577,6 +586,7 @@ impl Registry {
             uncontrolled_sets: self.uncontrolled_sets.clone(),
             now_ns: monotonic_ns(),
             handover_ns: self.config.handover_us.saturating_mul(1000),
+            min_target: self.config.min_target,
         }
     }
 

@@ -99,6 +99,7 @@ impl Registry {
             pool_size: a.pool_size,
             demand: a.page.app.demand.load(Ordering::Relaxed),
             target,
+            shared: a.shared,
             allocations: a.allocations,
             active: a.page.app.active.load(Ordering::Relaxed),
             nodes: self.nodes_of(&cpus),

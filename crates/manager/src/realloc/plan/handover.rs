@@ -19,8 +19,8 @@
 //! it gets: its workers are going idle), CPUs of applications whose active count cannot be
 //! read (partition-only and jobserver applications), anything when `D` is 0.
 
-use super::{AppView, PlanInput};
-use crate::alloc::{AllocOutput, AppId, MemberId};
+use super::{AppView, PlanInput, Share};
+use crate::alloc::AppId;
 use partita_protocol::CpuSet;
 use std::collections::BTreeMap;
 
@@ -45,18 +45,18 @@ impl Transit {
     }
 }
 
-/// Which applications are releasing under `allocation`, and the CPUs they hold.
-pub(crate) fn transit(input: &PlanInput, allocation: &AllocOutput) -> Transit {
+/// Which applications are releasing under the allocation (`shares`, aligned with
+/// `input.apps`), and the CPUs they hold.
+pub(crate) fn transit(input: &PlanInput, shares: &[Share]) -> Transit {
     let mut t = Transit::default();
     if input.handover_ns == 0 {
         return t;
     }
-    for app in &input.apps {
-        if let Some(since) = releasing_since(app, allocation, input) {
-            let set = allocation.cpus(MemberId::App(app.id));
+    for (app, share) in input.apps.iter().zip(shares) {
+        if let Some(since) = releasing_since(app, share, input) {
             let held = app
                 .published
-                .map_or(CpuSet::new(), |(_, cpus)| cpus.without(&set));
+                .map_or(CpuSet::new(), |(_, cpus)| cpus.without(&share.cpus));
             t.held.union_with(&held);
             t.releasing.insert(app.id, (since, held));
         }
@@ -70,13 +70,13 @@ pub(crate) fn transit(input: &PlanInput, allocation: &AllocOutput) -> Transit {
 /// handed over at once, as its workers are going idle), revoked (earlier, or by this round
 /// lowering its published target: then now), and the deadline not passed. A second
 /// lowering while one is pending keeps the first one's time: the deadline never moves out.
-fn releasing_since(app: &AppView, allocation: &AllocOutput, input: &PlanInput) -> Option<u64> {
+fn releasing_since(app: &AppView, share: &Share, input: &PlanInput) -> Option<u64> {
     if app.partition_only {
         return None;
     }
     let active = app.active?;
     let (published_target, _) = app.published?;
-    let count = allocation.count(MemberId::App(app.id));
+    let count = share.count;
     if active <= count || app.demand <= count {
         return None;
     }
@@ -91,16 +91,16 @@ fn releasing_since(app: &AppView, allocation: &AllocOutput, input: &PlanInput) -
 /// What a controlled (not partition-only) application's page should say: its allocation
 /// less the CPUs in transit to it (a grantee waits for them, its target counts only what
 /// it gets now), plus, while it is releasing, the CPUs it holds. A zero target keeps the
-/// previous confinement.
-pub(crate) fn controlled_page(
-    app: &AppView,
-    allocation: &AllocOutput,
-    t: &Transit,
-) -> (u32, CpuSet) {
-    let id = MemberId::App(app.id);
-    let (count, set) = (allocation.count(id), allocation.cpus(id));
+/// previous confinement. An application on its partition's shared CPUs keeps its count
+/// while any of them is not in transit.
+pub(crate) fn controlled_page(app: &AppView, share: &Share, t: &Transit) -> (u32, CpuSet) {
+    let (count, set) = (share.count, share.cpus);
     let mut cpus = set.without(&t.held);
-    let withheld = (set.len() - cpus.len()) as u32;
+    let withheld = if share.shared {
+        0
+    } else {
+        (set.len() - cpus.len()) as u32
+    };
     let target = match t.releasing.get(&app.id) {
         Some((_, held)) => {
             cpus.union_with(held);

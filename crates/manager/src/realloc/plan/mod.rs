@@ -1,8 +1,23 @@
 //! The plan (pure): what an application's page, its affinity and the uncontrolled processes'
 //! CPU sets should be under the allocator's output, as a list of [`Effect`]s against what
 //! was last applied, with the revocation hand-over ([`handover`]).
+//!
+//! **One worker at least.** When a partition has fewer CPUs than members that want one, the
+//! allocator gives some applications none for a rotation period (300 ms by default). Such an
+//! application keeps one worker running on its partition's CPUs, time-shared by the kernel
+//! with their owners, rather than stopping (`min_target = 1`, the default): Tucker's process
+//! control lets an application reduce to one process, never below (§7, workload LOMCW), and
+//! his policy module put several applications in one processor set rather than leave some
+//! with none, which "would have degraded response time" (§6.3.1). A program that lives less
+//! than a period would otherwise wait out a whole turn with nothing running: four copies of
+//! a 20–60 ms rayon program on 2 CPUs ran 1.08–1.18× slower than without the manager
+//! (docs/bench/manager.md §14); with one worker each they are four single-threaded programs
+//! sharing two CPUs, the best static split. Only the sharing policies (equipartition, usage
+//! decay) do this; batch, DSS's groups and the bandwidth policy's zero quanta keep an
+//! application at zero on purpose.
 
 use crate::alloc::{self, AllocInput, AllocOutput, AppId, History, MemberId};
+use crate::config::PolicyKind;
 use partita_protocol::CpuSet;
 use std::collections::BTreeMap;
 
@@ -44,6 +59,21 @@ pub(crate) struct PlanInput {
     pub now_ns: u64,
     /// The hand-over deadline `D` (ns; 0: no hand-over, revoked CPUs move at once).
     pub handover_ns: u64,
+    /// The least target of a controlled application with demand in a sharing partition
+    /// (`min_target`: 1 keeps one worker on the partition's CPUs, 0 lets it stop).
+    pub min_target: u32,
+}
+
+/// What the allocation gives one application.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Share {
+    /// Workers it may run.
+    pub count: u32,
+    /// Its CPUs: its own, or (`shared`) its partition's, which it time-shares.
+    pub cpus: CpuSet,
+    /// The allocator gave it no CPU of its own; it keeps `min_target` workers on its
+    /// partition's CPUs.
+    pub shared: bool,
 }
 
 /// One change to the world.
@@ -57,6 +87,8 @@ pub(crate) enum Effect {
         target: u32,
         /// CPUs it should run on (empty: no confinement).
         cpus: CpuSet,
+        /// They are its partition's, time-shared with their owners ([`Share::shared`]).
+        shared: bool,
     },
     /// Set the affinity of every thread of the application's process.
     Affinity {
@@ -94,26 +126,15 @@ pub(crate) struct Plan {
 pub(crate) fn plan(input: &PlanInput, history: &mut History) -> Plan {
     let allocation = alloc::allocate(&input.alloc, history);
     let mut effects = Vec::new();
-    // Union of CPUs per partition (for partition-only applications given 0).
-    let mut partition_sets = vec![CpuSet::new(); input.alloc.partitions.len()];
-    let partition_of = |id: AppId| {
-        input
-            .apps
-            .binary_search_by_key(&id, |a| a.id)
-            .map_or(0, |i| input.apps[i].partition)
-    };
-    for (m, (_, set)) in &allocation.members {
-        let k = match m {
-            MemberId::Uncontrolled(k) => *k,
-            MemberId::App(id) => partition_of(*id),
-        };
-        if let Some(s) = partition_sets.get_mut(k) {
-            s.union_with(set);
-        }
-    }
-    let transit = handover::transit(input, &allocation);
-    for app in &input.apps {
-        let (target, cpus) = desired(app, &allocation, &partition_sets, input.managed, &transit);
+    let partition_sets = partition_sets(input, &allocation);
+    let shares: Vec<Share> = input
+        .apps
+        .iter()
+        .map(|a| share(input, a, &allocation, &partition_sets))
+        .collect();
+    let transit = handover::transit(input, &shares);
+    for (app, share) in input.apps.iter().zip(&shares) {
+        let (target, cpus) = desired(app, share, &partition_sets, input.managed, &transit);
         if app.published == Some((target, cpus)) {
             continue;
         }
@@ -121,6 +142,7 @@ pub(crate) fn plan(input: &PlanInput, history: &mut History) -> Plan {
             app: app.id,
             target,
             cpus,
+            shared: share.shared && target > 0,
         });
         let cpus_changed = app.published.map(|p| p.1) != Some(cpus);
         if cpus_changed && !cpus.is_empty() && app.may_confine {
@@ -148,19 +170,76 @@ pub(crate) fn plan(input: &PlanInput, history: &mut History) -> Plan {
     }
 }
 
+/// Per partition, the union of its members' CPUs (what a partition-only application given
+/// none, and an application kept at one worker, run on).
+fn partition_sets(input: &PlanInput, allocation: &AllocOutput) -> Vec<CpuSet> {
+    let mut sets = vec![CpuSet::new(); input.alloc.partitions.len()];
+    let partition_of = |id: AppId| {
+        input
+            .apps
+            .binary_search_by_key(&id, |a| a.id)
+            .map_or(0, |i| input.apps[i].partition)
+    };
+    for (m, (_, set)) in &allocation.members {
+        let k = match m {
+            MemberId::Uncontrolled(k) => *k,
+            MemberId::App(id) => partition_of(*id),
+        };
+        if let Some(s) = sets.get_mut(k) {
+            s.union_with(set);
+        }
+    }
+    sets
+}
+
+/// `app`'s share of `allocation`: its own CPUs; or, given none while it wants some, in a
+/// partition of a sharing policy that has CPUs, `min_target` workers on the partition's CPUs.
+pub(crate) fn share(
+    input: &PlanInput,
+    app: &AppView,
+    allocation: &AllocOutput,
+    partition_sets: &[CpuSet],
+) -> Share {
+    let id = MemberId::App(app.id);
+    let (count, cpus) = (allocation.count(id), allocation.cpus(id));
+    if count > 0 || input.min_target == 0 || app.partition_only || app.demand == 0 {
+        return Share {
+            count,
+            cpus,
+            shared: false,
+        };
+    }
+    let sharing =
+        input.alloc.partitions.get(app.partition).is_some_and(|p| {
+            matches!(p.policy, PolicyKind::Equipartition | PolicyKind::UsageDecay)
+        });
+    let union = partition_sets
+        .get(app.partition)
+        .copied()
+        .unwrap_or_default();
+    if !sharing || union.is_empty() {
+        return Share::default();
+    }
+    Share {
+        count: input.min_target.min(app.demand).min(union.len() as u32),
+        cpus: union,
+        shared: true,
+    }
+}
+
 /// What an application's page should say under `allocation` (a controlled one's, with the
 /// hand-over: [`handover::controlled_page`]).
 fn desired(
     app: &AppView,
-    allocation: &AllocOutput,
+    share: &Share,
     partition_sets: &[CpuSet],
     managed: CpuSet,
     transit: &handover::Transit,
 ) -> (u32, CpuSet) {
     if !app.partition_only {
-        return handover::controlled_page(app, allocation, transit);
+        return handover::controlled_page(app, share, transit);
     }
-    let set = allocation.cpus(MemberId::App(app.id));
+    let set = share.cpus;
     let union = partition_sets
         .get(app.partition)
         .copied()
@@ -178,5 +257,7 @@ fn desired(
 pub(crate) mod handover;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_floor;
 #[cfg(test)]
 mod tests_handover;

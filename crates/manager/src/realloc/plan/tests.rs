@@ -26,8 +26,9 @@ pub(super) fn state() -> impl Strategy<Value = PlanInput> {
             0..12,
         ),
         prop::collection::vec(0u32..3, 4),
+        0u32..2,
     )
-        .prop_map(|(ncpu, np, apps, unc)| {
+        .prop_map(|(ncpu, np, apps, unc, min_target)| {
             let parts: Vec<PartitionConfig> = (0..np)
                 .map(|k| {
                     let mut p = PartitionConfig::named(&if k == 0 {
@@ -76,6 +77,7 @@ pub(super) fn state() -> impl Strategy<Value = PlanInput> {
                 uncontrolled_sets: vec![CpuSet::new(); np],
                 now_ns: 1_000_000_000,
                 handover_ns: 0,
+                min_target,
             }
         })
 }
@@ -87,7 +89,9 @@ pub(super) fn apply_to(input: &mut PlanInput, plan: &Plan) {
     }
     for e in &plan.effects {
         match *e {
-            Effect::Publish { app, target, cpus } => {
+            Effect::Publish {
+                app, target, cpus, ..
+            } => {
                 let a = input.apps.iter_mut().find(|a| a.id == app).unwrap();
                 a.published = Some((target, cpus));
             }
@@ -97,9 +101,25 @@ pub(super) fn apply_to(input: &mut PlanInput, plan: &Plan) {
     }
 }
 
+/// The union of the CPUs the allocation gives partition `k`'s members.
+fn partition_union(input: &PlanInput, plan: &Plan, k: usize) -> CpuSet {
+    let mut u = CpuSet::new();
+    for (m, (_, set)) in &plan.allocation.members {
+        let of = match m {
+            MemberId::Uncontrolled(j) => *j,
+            MemberId::App(id) => input.apps.iter().find(|a| a.id == *id).unwrap().partition,
+        };
+        if of == k {
+            u.union_with(set);
+        }
+    }
+    u
+}
+
 proptest! {
     /// Applying plan(state) gives the allocation: every controlled application's page says
-    /// its allocated count and set (or a zero quantum on its previous set); a partition-only
+    /// its allocated count and set (given none: one worker on its partition's CPUs, or a
+    /// zero quantum on its previous set); a partition-only
     /// one keeps its pool size on a non-empty set of managed CPUs; affinity is changed only
     /// for confinable applications whose set changed; the uncontrolled sets follow. With no
     /// hand-over (`handover_ns` 0) nothing is withheld, whatever the active counts.
@@ -119,8 +139,19 @@ proptest! {
                 prop_assert!(!cpus.is_empty());
                 prop_assert!(cpus.iter().all(|c| input.managed.contains(c)));
             } else if count == 0 {
-                prop_assert_eq!(target, 0);
-                prop_assert_eq!(cpus, before[&a.id].map_or(CpuSet::new(), |p| p.1));
+                // One worker on its partition's CPUs in a sharing partition that has some,
+                // when it wants CPUs and the floor is on; else stopped on its previous set.
+                let union = partition_union(&input, &plan, a.partition);
+                let sharing = matches!(
+                    input.alloc.partitions[a.partition].policy,
+                    PolicyKind::Equipartition | PolicyKind::UsageDecay
+                );
+                if input.min_target == 1 && a.demand > 0 && sharing && !union.is_empty() {
+                    prop_assert_eq!((target, cpus), (1, union));
+                } else {
+                    prop_assert_eq!(target, 0);
+                    prop_assert_eq!(cpus, before[&a.id].map_or(CpuSet::new(), |p| p.1));
+                }
             } else {
                 prop_assert_eq!((target, cpus), (count, set));
             }
@@ -155,7 +186,11 @@ proptest! {
             let same = first.allocation.members.get(&m) == second.allocation.members.get(&m);
             let partition_same = first.allocation.partitions == second.allocation.partitions
                 && first.allocation.members == second.allocation.members;
-            if same && (!a.partition_only || partition_same) {
+            // A page that follows its partition's CPUs (partition-only, or kept at one worker
+            // on them) may change with the partition even when its own allocation did not.
+            let follows_partition =
+                a.partition_only || (input.min_target > 0 && first.allocation.count(m) == 0);
+            if same && (!follows_partition || partition_same) {
                 prop_assert!(!publishes, "app {} unchanged but published again", a.id);
                 let affinity = second.effects.iter().any(|e| matches!(e, Effect::Affinity { app, .. } if *app == a.id));
                 prop_assert!(!affinity, "app {} unchanged but confined again", a.id);

@@ -48,6 +48,9 @@ fn two_apps(uncontrolled: u32) -> PlanInput {
         uncontrolled_sets: vec![CpuSet::new()],
         now_ns: 1_000_000_000,
         handover_ns: D,
+        // The hand-over's own cases: an application given none stops (see `tests.rs` for
+        // the one-worker floor).
+        min_target: 0,
     }
 }
 
@@ -308,6 +311,9 @@ proptest! {
         ),
     ) {
         input.handover_ns = d;
+        // The hand-over's model: an application given none stops (the one-worker floor
+        // moves sets, not workers: tests_floor.rs).
+        input.min_target = 0;
         let mut history = History::default();
         for (demands, parks, dt) in steps {
             let p = round(&mut input, &mut history)?;

@@ -8,6 +8,7 @@
 //! realloc_period_ms = 300     # Tucker: reallocation / rotation period
 //! sample_period_ms = 50       # runnable-thread sampling of uncontrolled processes
 //! handover_us = 2000          # a revoked CPU waits at most this for its worker to park (0: off)
+//! min_target = 1              # an application given no CPU of its own keeps one worker (0: stops)
 //! uncontrolled = "system"     # or "tracked": only processes started with `partita run`
 //! cgroups = true              # confine uncontrolled processes with cpuset cgroups when possible
 //! max_connections = 4160      # open connections at once (the fd limit is raised to fit)
@@ -347,6 +348,12 @@ pub struct Config {
     /// goes to its new owner once the application's active workers are down to its target,
     /// or this long after the revocation was published. 0: at once (no hand-over).
     pub handover_us: u64,
+    /// The least target of an application that wants CPUs, in an equipartition or
+    /// usage-decay partition that has some: 1 (default) keeps one worker running on the
+    /// partition's CPUs, time-shared with their owners, while the rotation gives it none of
+    /// its own (Tucker: an application reduces to one process, never below); 0 stops it
+    /// until its turn (`crate::realloc::plan`).
+    pub min_target: u32,
     /// Source of the default partition's demand.
     pub uncontrolled: Uncontrolled,
     /// Use cpuset cgroups for uncontrolled processes when possible.
@@ -384,6 +391,7 @@ impl Default for Config {
             realloc_period_ms: 300,
             sample_period_ms: 50,
             handover_us: DEFAULT_HANDOVER_US,
+            min_target: 1,
             uncontrolled: Uncontrolled::System,
             cgroups: true,
             cpus: String::new(),
@@ -509,6 +517,13 @@ impl Config {
                 "handover_us",
                 self.handover_us,
                 "must be at most 100000 (100 ms): a longer hand-over would starve the new owner",
+            ));
+        }
+        if self.min_target > 1 {
+            return Err(bad(
+                "min_target",
+                self.min_target,
+                "must be 0 or 1 (more would oversubscribe the partition's CPUs)",
             ));
         }
         let u = &self.usage_decay;
@@ -646,145 +661,4 @@ pub fn check_fixed_cpus(config: &Config, managed: usize) -> Result<(), ConfigErr
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn errors_name_the_key_and_value() {
-        let cases = [
-            ("max_applications = 0", "max_applications"),
-            ("[usage_decay]\nc = 1.5", "usage_decay.c"),
-            ("[usage_decay]\nperiod_ms = 0", "usage_decay.period_ms"),
-            ("[dss]\nquantum_ms = 0", "dss.quantum_ms"),
-            ("control = \"sometimes\"", "sometimes"),
-            (
-                "[[partition]]\nname = \"a\"\nshare = 0",
-                "partition[0].share",
-            ),
-            (
-                "[[partition]]\nname = \"a\"\nsharing = \"rarely\"",
-                "rarely",
-            ),
-            (
-                "[[partition]]\nname = \"a\"\n[[partition]]\nname = \"a\"",
-                "partition[1].name",
-            ),
-            ("[[partition]]\nname = \"a\"\ncolour = 1", "colour"),
-            ("cpus = \"3-1\"", "cpus"),
-            ("[bandwidth]\nquantum_ms = 0", "bandwidth.quantum_ms"),
-            ("[bandwidth]\nwindow = 0", "bandwidth.window"),
-            ("[bandwidth]\nvariant = \"newest\"", "newest"),
-            (
-                "[bandwidth]\ncapacity_gbps = -1.0",
-                "bandwidth.capacity_gbps",
-            ),
-            ("[bandwidth]\nsources = [\"pmu\"]", "bandwidth.sources[0]"),
-            ("[bandwidth]\nquantum = 5", "quantum"),
-            ("handover_us = 100001", "handover_us"),
-            ("handover_us = -1", "handover_us"),
-            ("[[cgroup_rule]]\npreset = \"pbs\"", "cgroup_rule[0].preset"),
-            ("[[cgroup_rule]]\nmatch = \"(\"", "cgroup_rule[0].match"),
-            ("[[cgroup_rule]]\npreset = \"slurm\"\nlimit = 1", "limit"),
-        ];
-        for (text, key) in cases {
-            let e = Config::from_toml_str(text).unwrap_err().to_string();
-            assert!(e.contains(key), "{text:?} -> {e}");
-        }
-        // 0 turns the hand-over off; the longest accepted is 100 ms.
-        for us in [0, MAX_HANDOVER_US] {
-            let c = Config::from_toml_str(&format!("handover_us = {us}")).unwrap();
-            assert_eq!(c.handover_us, us);
-        }
-    }
-
-    /// A name with a control character is refused at load, naming the key and the
-    /// character (before, it was accepted and `partita status` showed U+FFFD).
-    #[test]
-    fn control_characters_in_names_are_refused_naming_the_key() {
-        let three = "[[partition]]\nname = \"a\"\n[[partition]]\nname = \"b\"\n[[partition]]\n";
-        let cases = [
-            (
-                format!("{three}name = \"c\\td\""),
-                "partition[2].name",
-                "U+0009",
-            ),
-            (
-                format!("{three}name = 'c\td'"),
-                "partition[2].name",
-                "U+0009",
-            ),
-            (
-                "[[partition]]\nname = \"x\\n\"".to_string(),
-                "partition[0].name",
-                "U+000A",
-            ),
-            (
-                "[[partition]]\nname = \"\\u001b[31m\"".to_string(),
-                "partition[0].name",
-                "U+001B",
-            ),
-            (
-                "[[partition]]\nname = \"x\\u0085\"".to_string(),
-                "partition[0].name",
-                "U+0085",
-            ),
-            (
-                "[[partition]]\nname = \"x\"\n[partition.members]\nnames = [\"ok\", \"b\\u0007d\"]"
-                    .to_string(),
-                "partition[0].members.names[1]",
-                "U+0007",
-            ),
-        ];
-        for (text, key, code) in cases {
-            let e = Config::from_toml_str(&text).unwrap_err().to_string();
-            assert!(
-                e.contains(&format!("key `{key}`")) && e.contains(code),
-                "{text:?} -> {e}"
-            );
-            assert!(e.contains("control characters are not allowed"), "{e}");
-        }
-        // Other Unicode is fine.
-        let ok = "[[partition]]\nname = \"équipe – β\"\n[partition.members]\nnames = [\"ö\"]";
-        assert!(Config::from_toml_str(ok).is_ok());
-    }
-
-    proptest::proptest! {
-        /// Any name of 1 to 64 bytes is accepted exactly when it has no control character.
-        #[test]
-        fn names_are_accepted_exactly_without_control_characters(name in "\\PC{0,6}\\p{Cc}?\\PC{0,6}") {
-            proptest::prop_assume!(!name.is_empty() && name.len() <= partita_protocol::wire::MAX_NAME);
-            let mut c = Config::default();
-            c.partitions.push(PartitionConfig::named(&name));
-            let r = c.validate();
-            proptest::prop_assert_eq!(r.is_ok(), !name.chars().any(char::is_control), "{:?}: {:?}", name, r);
-        }
-    }
-
-    #[test]
-    fn bandwidth_partition_parses() {
-        let c = Config::from_toml_str(
-            "[bandwidth]\nvariant = \"quanta-window\"\nwindow = 3\n[[partition]]\nname = \"mem\"\npolicy = \"bandwidth\"",
-        )
-        .unwrap();
-        assert_eq!(c.bandwidth.variant, BandwidthVariant::QuantaWindow);
-        assert_eq!((c.bandwidth.window, c.bandwidth.quantum_ms), (3, 200));
-        assert_eq!(c.partition_list()[1].policy, PolicyKind::Bandwidth);
-    }
-
-    #[test]
-    fn empty_file_is_the_defaults() {
-        assert_eq!(Config::from_toml_str("").unwrap(), Config::default());
-    }
-
-    #[test]
-    fn default_partition_can_be_overridden() {
-        let c = Config::from_toml_str(
-            "[[partition]]\nname = \"default\"\nshare = 3\npolicy = \"dss\"\n[[partition]]\nname = \"b\"\ncpus = 1\nsharing = \"never\"",
-        )
-        .unwrap();
-        let ps = c.partition_list();
-        assert_eq!(ps.len(), 2);
-        assert_eq!((ps[0].share, ps[0].policy), (3, PolicyKind::Dss));
-        assert_eq!(ps[1].cpus, Some(1));
-    }
-}
+mod tests;
