@@ -69,7 +69,17 @@ fn revoke_from_x(x_task_us: u64) -> (u64, u64, u64) {
     // (crates/runtime/src/sleep/README.md §5), which is not a grant.
     let (_, y_resumed) =
         active_at(&y, set_at, 1, Duration::from_secs(10)).expect("Y never got a CPU");
-    let (_, x_parked) = active_at(&x, from_x, 1, Duration::from_secs(10)).expect("X never shrank");
+    let (_, x_parked) = active_at(&x, from_x, 1, Duration::from_secs(10)).unwrap_or_else(|| {
+        // Seen once in 20 quiet workspace runs (docs/bench/manager.md §17): say what X saw.
+        let lines: Vec<String> = x.lines.lock().unwrap()[from_x..]
+            .iter()
+            .map(|(_, l)| l.clone())
+            .collect();
+        panic!(
+            "X never shrank; X's lines since Y's demand: {lines:?}; status: {:?}",
+            partita_manager::query_status(&socket).map(|s| s.to_table())
+        )
+    });
     (t0, x_parked, y_resumed)
 }
 
