@@ -95,37 +95,25 @@ fn registry_crates(programs: &[Program]) -> Result<Vec<PathBuf>, BoxError> {
     let mut c = cargo();
     c.arg("fetch").arg("--manifest-path").arg(&manifest);
     run(c, "cargo fetch")?;
-    let mut c = cargo();
-    c.args(["metadata", "--format-version", "1", "--manifest-path"])
-        .arg(&manifest);
-    let meta: serde_json::Value = serde_json::from_str(&run(c, "cargo metadata")?)?;
-    // <CARGO_HOME>/registry/src/<index>/<name>-<version>/Cargo.toml
-    let index = meta["packages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|q| q["manifest_path"].as_str())
-        .map(Path::new)
-        .find_map(|m| {
-            let index = m.parent()?.parent()?;
-            (index.parent()?.file_name()? == "src").then(|| index.to_path_buf())
-        })
-        .ok_or("cargo metadata shows no registry package")?;
-    let cache = index
-        .parent()
-        .and_then(Path::parent)
-        .zip(index.file_name())
-        .map(|(registry, name)| registry.join("cache").join(name))
-        .ok_or("no registry cache folder")?;
+    // <CARGO_HOME>/registry/cache/<index>/<name>-<version>.crate, in whichever index folder
+    // cargo fetch put it. (`cargo metadata` leaves out a dependency without a library, such
+    // as `b3sum`, and with it its whole graph: it cannot say where the cache is.)
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
+        .ok_or("neither CARGO_HOME nor HOME is set")?;
+    let indexes: Vec<PathBuf> = std::fs::read_dir(home.join("registry/cache"))?
+        .filter_map(|e| Some(e.ok()?.path()))
+        .collect();
     programs
         .iter()
         .map(|p| {
-            let f = cache.join(format!("{}-{}.crate", p.krate, p.version));
-            if f.exists() {
-                Ok(f)
-            } else {
-                Err(format!("{} not downloaded by cargo fetch", f.display()).into())
-            }
+            let name = format!("{}-{}.crate", p.krate, p.version);
+            indexes
+                .iter()
+                .map(|i| i.join(&name))
+                .find(|f| f.exists())
+                .ok_or_else(|| format!("{name} not downloaded by cargo fetch").into())
         })
         .collect()
 }
