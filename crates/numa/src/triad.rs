@@ -108,7 +108,8 @@ pub fn measure(threads: usize, array_bytes: usize, reps: usize) -> TriadResult {
             s.spawn(move || {
                 if let Some(cpu) = cpu {
                     // Unpinned measurement is still a measurement; pinning only steadies it.
-                    let _ = crate::sys::pin_current_thread(&[cpu]);
+                    let one = std::iter::once(cpu as usize).collect();
+                    let _ = partita_protocol::sys::set_affinity(0, &one);
                 }
                 for _ in 0..=reps {
                     barrier.wait();

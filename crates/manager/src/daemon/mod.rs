@@ -189,7 +189,7 @@ impl Shared {
 /// CPUs the manager may hand out: its own affinity (which reflects its cgroup cpuset),
 /// intersected with the configured list.
 pub(crate) fn managed_cpus(config: &Config) -> Result<CpuSet, Error> {
-    let own = sys::get_affinity(0).map_err(Error::Sys)?;
+    let own = sys::get_affinity(0).map_err(|e| Error::Sys(e.into()))?;
     let mut set = own;
     if !config.cpus.is_empty() {
         let want: CpuSet =

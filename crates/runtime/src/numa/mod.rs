@@ -393,12 +393,8 @@ fn pool_cpus(reg: &Registry) -> Vec<usize> {
         .unwrap_or_else(|p| p.into_inner())
         .clone();
     set.unwrap_or_else(|| {
-        nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
-            .map(|s| {
-                (0..nix::sched::CpuSet::count())
-                    .filter(|&c| s.is_set(c).unwrap_or(false))
-                    .collect()
-            })
+        partita_protocol::sys::get_affinity(0)
+            .map(|s| s.to_vec())
             .unwrap_or_default()
     })
 }

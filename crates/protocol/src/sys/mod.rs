@@ -1,9 +1,17 @@
-//! The system calls the protocol needs, as small safe wrappers (all `unsafe` of the crate).
+//! The system calls the protocol needs, as small safe wrappers (all `unsafe` of the crate),
+//! and the ones every crate of the workspace shares (the clock, [`affinity`](get_affinity),
+//! [`futex`](futex_wait)): the one low-level layer (docs/design/README.md, "One low-level
+//! layer").
+
+mod affinity;
+mod futex;
+
+pub use affinity::{get_affinity, set_affinity, AffinityError};
+pub use futex::{futex_wait, futex_waitv, futex_wake, FutexError, FutexScope};
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
-use std::sync::atomic::AtomicU32;
 use std::time::Duration;
 
 fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
@@ -94,35 +102,6 @@ impl Drop for Mapping {
         unsafe {
             libc::munmap(self.ptr.as_ptr() as *mut libc::c_void, self.len);
         }
-    }
-}
-
-/// `FUTEX_WAIT` (shared, not private: the word lives in a MAP_SHARED page seen by two
-/// processes) while `*word == expected`, for at most `timeout`.
-pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: `word` is a valid, aligned u32 for the duration of the call; `ts` is valid.
-    // The result is ignored on purpose: EAGAIN (value changed), EINTR and ETIMEDOUT all mean
-    // "go and look again", which is what every caller does.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT,
-            expected,
-            &ts as *const libc::timespec,
-        );
-    }
-}
-
-/// `FUTEX_WAKE` up to `n` waiters on `word`.
-pub(crate) fn futex_wake(word: &AtomicU32, n: i32) {
-    // SAFETY: `word` is a valid aligned u32; FUTEX_WAKE does not dereference anything else.
-    unsafe {
-        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, n);
     }
 }
 
