@@ -47,8 +47,9 @@ pub fn llc_bytes() -> Option<usize> {
 }
 
 /// Line size (bytes) of the highest cache level sysfs lists for CPU 0: what one last-level
-/// cache miss moves (the runtime's and the manager's perf-event traffic counters both convert
-/// misses to bytes with it); `None` when sysfs does not say.
+/// cache miss moves ([`TrafficEvent::bytes_per_event`](crate::traffic_event::TrafficEvent::bytes_per_event),
+/// for the runtime's and the manager's perf-event traffic counters); `None` when sysfs does
+/// not say.
 ///
 /// ```
 /// if let Some(line) = partita_numa::triad::llc_line_bytes() {
