@@ -11,7 +11,7 @@ mod home;
 mod mover;
 mod sampler;
 
-pub(crate) use home::{enter as enter_worker_home, PageAligned};
+pub(crate) use home::enter as enter_worker_home;
 pub use home::{HomePart, WorkerHome};
 pub use sampler::{SamplerParams, SamplerReport, SamplerSource};
 
