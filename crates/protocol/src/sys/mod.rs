@@ -123,6 +123,25 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// A zeroed, 8-aligned control-message buffer with room for `fds` descriptors.
+fn cmsg_buffer(fds: usize) -> Vec<u64> {
+    // SAFETY: CMSG_SPACE is a pure computation.
+    let space = unsafe { libc::CMSG_SPACE((fds * std::mem::size_of::<RawFd>()) as u32) } as usize;
+    vec![0u64; space.div_ceil(8)]
+}
+
+/// A `msghdr` over the one buffer `iov` and the control buffer `cbuf` (of [`cmsg_buffer`]):
+/// it points into both, so use it while they live.
+fn msghdr(iov: &mut libc::iovec, cbuf: &mut [u64]) -> libc::msghdr {
+    // SAFETY: a zeroed msghdr is valid (no name, no flags); the rest is filled below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = std::mem::size_of_val(cbuf) as _;
+    msg
+}
+
 /// Send `bytes` on a connected Unix stream socket with `fd` attached (SCM_RIGHTS).
 /// Returns the number of bytes sent (the fd goes with the first byte).
 ///
@@ -142,16 +161,9 @@ pub fn send_with_fd(sock: BorrowedFd<'_>, bytes: &[u8], fd: BorrowedFd<'_>) -> i
         iov_base: bytes.as_ptr() as *mut libc::c_void,
         iov_len: bytes.len(),
     };
-    // SAFETY: CMSG_SPACE is a pure computation.
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
-    let mut cbuf = vec![0u64; space.div_ceil(8)];
-    // SAFETY: zeroed msghdr is valid; fields are filled below.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
-    msg.msg_controllen = space as _;
-    // SAFETY: msg_control points to `space` bytes (8-aligned), enough for one cmsg with one fd;
+    let mut cbuf = cmsg_buffer(1);
+    let msg = msghdr(&mut iov, &mut cbuf);
+    // SAFETY: msg_control points to a buffer (8-aligned) with room for one cmsg with one fd;
     // CMSG_FIRSTHDR is therefore non-null and CMSG_DATA has room for a RawFd.
     unsafe {
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
@@ -186,15 +198,8 @@ pub fn recv_with_fd(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, 
         iov_base: buf.as_mut_ptr() as *mut libc::c_void,
         iov_len: buf.len(),
     };
-    // SAFETY: pure computation.
-    let space = unsafe { libc::CMSG_SPACE((4 * std::mem::size_of::<RawFd>()) as u32) } as usize;
-    let mut cbuf = vec![0u64; space.div_ceil(8)];
-    // SAFETY: zeroed msghdr is valid.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
-    msg.msg_controllen = space as _;
+    let mut cbuf = cmsg_buffer(4);
+    let mut msg = msghdr(&mut iov, &mut cbuf);
     // SAFETY: msg points to valid buffers for the call; MSG_CMSG_CLOEXEC marks received fds.
     let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
     if n < 0 {
