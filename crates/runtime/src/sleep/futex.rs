@@ -53,25 +53,3 @@ pub(crate) fn waitv_supported() -> bool {
     // Relaxed: a stale `true` costs one more ENOSYS answer, which the caller survives.
     !NO_WAITV.load(Ordering::Relaxed)
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The names `event.rs` calls keep the private scope and the call's name (the calls
-    /// themselves are tested in partita-protocol's `sys::futex`).
-    #[test]
-    fn a_changed_word_returns_at_once_and_names_the_call() {
-        let w = AtomicU32::new(1);
-        let e = wait_private(&w, 0).unwrap_err();
-        assert_eq!(
-            (e.call, e.errno),
-            ("futex(FUTEX_WAIT_PRIVATE)", libc::EAGAIN)
-        );
-        if waitv_supported() {
-            let other = AtomicU32::new(0);
-            let e = waitv(&w, 0, &other, 0).unwrap_err();
-            assert_eq!((e.call, e.errno), ("futex_waitv", libc::EAGAIN));
-        }
-    }
-}
