@@ -267,7 +267,7 @@ struct Server<'a> {
     leak_since: Option<Instant>,
     last_scan: Option<(Instant, procscan::TreeScan)>,
     applied_cpus: Option<partita_protocol::CpuSet>,
-    original_affinity: Option<nix::sched::CpuSet>,
+    original_affinity: Option<partita_protocol::CpuSet>,
     reclaimed: u64,
     excess: u64,
     max_out: u32,
@@ -344,12 +344,12 @@ impl Server<'_> {
             return;
         }
         let set = if cpus.is_empty() {
-            match &self.original_affinity {
-                Some(s) => *s,
+            match self.original_affinity {
+                Some(s) => s,
                 None => return,
             }
         } else {
-            confine::to_nix(cpus.iter())
+            cpus
         };
         confine::confine_tree(self.root, &set);
         self.applied_cpus = Some(cpus);

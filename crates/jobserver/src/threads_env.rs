@@ -109,7 +109,7 @@ pub fn run(
             cpus = a.cpus;
         }
         if !cpus.is_empty() && cpus != applied {
-            confine::confine_tree(root, &confine::to_nix(cpus.iter()));
+            confine::confine_tree(root, &cpus);
             applied = cpus;
         }
         link.report(threads, threads);

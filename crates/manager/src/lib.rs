@@ -38,6 +38,12 @@
 //! ```
 
 #![warn(missing_docs)]
+
+// `hop!` (the `partita::hop` stamps of a reaction, defined once for both sides of the socket
+// in partita-protocol), in every module that stamps: the daemon and the rounds.
+#[macro_use]
+extern crate partita_protocol;
+
 pub mod alloc;
 pub mod cgroup;
 pub mod config;
@@ -167,13 +173,7 @@ pub struct ManagerHandle {
 pub fn spawn_in_process(config: Config, socket: PathBuf) -> Result<ManagerHandle, Error> {
     let shared = daemon::shared(config, Some(&state_dir(&socket)))?;
     let listening = service::Listening::bound(daemon::bind(&socket, false)?, socket.clone());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|source| Error::Io {
-            context: "build tokio runtime".into(),
-            source,
-        })?;
+    let rt = build_runtime(tokio::runtime::Builder::new_current_thread())?;
     let s = shared.clone();
     let thread = std::thread::Builder::new()
         .name("partita-manager".into())
@@ -186,6 +186,15 @@ pub fn spawn_in_process(config: Config, socket: PathBuf) -> Result<ManagerHandle
         socket,
         shared,
         thread: Some(thread),
+    })
+}
+
+/// The daemon's tokio runtime from `builder`, every driver enabled (the socket, timers,
+/// signals), with the step named in the error.
+fn build_runtime(mut builder: tokio::runtime::Builder) -> Result<tokio::runtime::Runtime, Error> {
+    builder.enable_all().build().map_err(|source| Error::Io {
+        context: "build tokio runtime".into(),
+        source,
     })
 }
 
@@ -266,15 +275,9 @@ pub fn serve_with_metrics(
     check_state_dir(&state)?;
     let shared = daemon::shared(config, Some(&state))?;
     let listening = service::listen(&passed, &socket, system)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .on_thread_start(realloc::react_quickly)
-        .enable_all()
-        .build()
-        .map_err(|source| Error::Io {
-            context: "build tokio runtime".into(),
-            source,
-        })?;
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    rt.worker_threads(2).on_thread_start(realloc::react_quickly);
+    let rt = build_runtime(rt)?;
     install_panic_hook();
     let s = shared.clone();
     let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

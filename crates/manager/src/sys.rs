@@ -1,7 +1,6 @@
 //! System calls and /proc readers the manager needs, as typed, safe wrappers (all of the
-//! manager's `unsafe`). Errors name the call.
+//! manager's `unsafe`). Errors name the call. Affinity is partita-protocol's (re-exported).
 
-use partita_protocol::CpuSet;
 use std::io;
 use std::path::Path;
 
@@ -25,62 +24,19 @@ fn sys_err(call: impl Into<String>) -> impl FnOnce(io::Error) -> SysError {
     move |source| SysError { call, source }
 }
 
-/// CPU affinity of a thread (0: the calling thread).
-///
-/// ```
-/// let s = partita_manager::sys::get_affinity(0).unwrap();
-/// assert!(!s.is_empty());
-/// ```
-pub fn get_affinity(tid: i32) -> Result<CpuSet, SysError> {
-    // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointer and size for the call.
-    let r =
-        unsafe { libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-    if r != 0 {
-        return Err(sys_err(format!("sched_getaffinity({tid})"))(
-            io::Error::last_os_error(),
-        ));
-    }
-    let mut out = CpuSet::new();
-    for c in 0..partita_protocol::MAX_CPUS.min(libc::CPU_SETSIZE as usize) {
-        // SAFETY: c < CPU_SETSIZE, within the set.
-        if unsafe { libc::CPU_ISSET(c, &set) } {
-            out.insert(c);
-        }
-    }
-    Ok(out)
-}
+/// A thread's CPU affinity: partita-protocol's wrappers (the workspace's one
+/// `sched_getaffinity` / `sched_setaffinity`), re-exported where the manager's other system
+/// calls are. Their [`AffinityError`] names the call and the thread, and converts into
+/// [`SysError`].
+pub use partita_protocol::sys::{get_affinity, set_affinity, AffinityError};
 
-/// Set the CPU affinity of a thread (0: the calling thread). An empty set is refused (EINVAL).
-///
-/// ```
-/// let s = partita_manager::sys::get_affinity(0).unwrap();
-/// partita_manager::sys::set_affinity(0, &s).unwrap();
-/// assert!(partita_manager::sys::set_affinity(0, &partita_protocol::CpuSet::new()).is_err());
-/// ```
-pub fn set_affinity(tid: i32, cpus: &CpuSet) -> Result<(), SysError> {
-    if cpus.is_empty() {
-        return Err(sys_err(format!("sched_setaffinity({tid})"))(
-            io::Error::from_raw_os_error(libc::EINVAL),
-        ));
-    }
-    // SAFETY: zeroed cpu_set_t is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for c in cpus.iter() {
-        if c < libc::CPU_SETSIZE as usize {
-            // SAFETY: c < CPU_SETSIZE.
-            unsafe { libc::CPU_SET(c, &mut set) };
+impl From<AffinityError> for SysError {
+    fn from(e: AffinityError) -> SysError {
+        SysError {
+            call: format!("{}({})", e.call, e.tid),
+            source: e.source,
         }
     }
-    // SAFETY: valid pointer and size.
-    let r = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    if r != 0 {
-        return Err(sys_err(format!("sched_setaffinity({tid})"))(
-            io::Error::last_os_error(),
-        ));
-    }
-    Ok(())
 }
 
 /// Thread ids of a process.

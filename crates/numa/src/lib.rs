@@ -34,6 +34,7 @@ pub mod placement;
 pub mod policy;
 pub mod replicated;
 pub mod sim;
+pub mod traffic_event;
 pub mod triad;
 
 #[cfg(feature = "hwloc")]

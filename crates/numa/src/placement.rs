@@ -19,6 +19,8 @@ use crate::nodeset::NodeSet;
 use crate::pages::{DEFAULT_BATCH, MoveScope, PageStatus, locate, migrate_batched};
 use crate::range::{PageRange, check_node, page_size};
 use crate::topology::Topology;
+use partita_protocol::sys::set_affinity;
+use partita_protocol::{CpuSet, MAX_CPUS};
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut, Range};
@@ -127,9 +129,16 @@ fn on_node<R: Send>(node: u32, f: impl FnOnce() -> R + Send) -> Result<R> {
             what: format!("node {node} has no CPUs to first-touch from"),
         });
     }
+    if let Some(c) = cpus.iter().find(|&&c| c as usize >= MAX_CPUS) {
+        return Err(NumaError::InvalidArgument {
+            call: CALL,
+            what: format!("CPU {c} of node {node} is beyond the {MAX_CPUS} a CPU set holds"),
+        });
+    }
+    let set: CpuSet = cpus.iter().map(|&c| c as usize).collect();
     std::thread::scope(|s| {
         s.spawn(|| {
-            crate::sys::pin_current_thread(&cpus).map_err(|e| NumaError::from_os(CALL, e))?;
+            set_affinity(0, &set).map_err(|e| NumaError::from_os(CALL, e.source))?;
             Ok(f())
         })
         .join()

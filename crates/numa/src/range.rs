@@ -52,21 +52,15 @@ impl PageRange {
         if len == 0 {
             return Err(NumaError::EmptyRange { call });
         }
-        if start % ps != 0 {
-            return Err(NumaError::Unaligned {
-                call,
-                what: "address",
-                value: start,
-                page_size: ps,
-            });
-        }
-        if len % ps != 0 {
-            return Err(NumaError::Unaligned {
-                call,
-                what: "length",
-                value: len,
-                page_size: ps,
-            });
+        for (what, value) in [("address", start), ("length", len)] {
+            if value % ps != 0 {
+                return Err(NumaError::Unaligned {
+                    call,
+                    what,
+                    value,
+                    page_size: ps,
+                });
+            }
         }
         if start.checked_add(len).is_none() {
             return Err(NumaError::Overflow { call, start, len });

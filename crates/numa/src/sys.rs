@@ -119,27 +119,6 @@ pub(crate) fn page_size() -> usize {
     if p > 0 { p as usize } else { 4096 }
 }
 
-/// Restricts the calling thread to `cpus` (`sched_setaffinity(2)`).
-pub(crate) fn pin_current_thread(cpus: &[u32]) -> std::io::Result<()> {
-    // SAFETY: cpu_set_t is plain bits; zeroed is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let max = 8 * std::mem::size_of::<libc::cpu_set_t>();
-    for &c in cpus {
-        if c as usize >= max {
-            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
-        }
-        // SAFETY: `c` is below the set's capacity (checked above).
-        unsafe { libc::CPU_SET(c as usize, &mut set) };
-    }
-    // SAFETY: `set` is a valid cpu_set_t of the size passed; pid 0 is the calling thread.
-    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
 /// The calling thread's stack: (lowest address, size in bytes), from `pthread_getattr_np(3)`.
 pub(crate) fn current_thread_stack() -> std::io::Result<(usize, usize)> {
     // SAFETY: a zeroed pthread_attr_t is only an out-parameter here; pthread_getattr_np

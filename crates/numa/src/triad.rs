@@ -47,8 +47,9 @@ pub fn llc_bytes() -> Option<usize> {
 }
 
 /// Line size (bytes) of the highest cache level sysfs lists for CPU 0: what one last-level
-/// cache miss moves (the runtime's and the manager's perf-event traffic counters both convert
-/// misses to bytes with it); `None` when sysfs does not say.
+/// cache miss moves ([`TrafficEvent::bytes_per_event`](crate::traffic_event::TrafficEvent::bytes_per_event),
+/// for the runtime's and the manager's perf-event traffic counters); `None` when sysfs does
+/// not say.
 ///
 /// ```
 /// if let Some(line) = partita_numa::triad::llc_line_bytes() {
@@ -108,7 +109,8 @@ pub fn measure(threads: usize, array_bytes: usize, reps: usize) -> TriadResult {
             s.spawn(move || {
                 if let Some(cpu) = cpu {
                     // Unpinned measurement is still a measurement; pinning only steadies it.
-                    let _ = crate::sys::pin_current_thread(&[cpu]);
+                    let one = std::iter::once(cpu as usize).collect();
+                    let _ = partita_protocol::sys::set_affinity(0, &one);
                 }
                 for _ in 0..=reps {
                     barrier.wait();

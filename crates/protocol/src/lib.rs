@@ -15,6 +15,7 @@
 //! - [`cpuset`]: the CPU bitset both sides exchange;
 //! - [`traffic`]: the code for the runtime's own traffic measurement (page field);
 //! - [`sys`]: fd passing, peer credentials, pidfd (the crate's only `unsafe`);
+//! - [`hop`](mod@hop): the `partita::hop` stamps both sides write ([`hop!`]) and their clock;
 //! - `seqlock`: the page's seqlock over plain atomics, model-checked with loom.
 //!
 //! ```
@@ -38,6 +39,7 @@
 #[cfg(all(not(loom), target_os = "linux"))]
 pub mod client;
 pub mod cpuset;
+pub mod hop;
 #[cfg(all(not(loom), target_os = "linux"))]
 pub mod page;
 #[cfg(any(loom, target_os = "linux"))]

@@ -159,7 +159,8 @@ impl ManagerSide {
     pub fn publish(&self, target: u32, cpus: &CpuSet) {
         seqlock::write(&self.epoch, &self.target, &self.cpus, target, cpus.words());
         self.wake.fetch_add(1, Ordering::Release);
-        sys::futex_wake(&self.wake, i32::MAX);
+        // No error to act on: waiters loop on the word (EFAULT cannot happen for a mapped page).
+        let _ = sys::futex_wake(&self.wake, i32::MAX, sys::FutexScope::Shared);
     }
 
     /// Read a consistent `(target, cpus)` (seqlock read; retries while a write is in progress).
@@ -195,7 +196,8 @@ impl ManagerSide {
     /// assert_eq!(page.manager.wait_for_change(w, std::time::Duration::from_millis(1)), w);
     /// ```
     pub fn wait_for_change(&self, seen: u32, timeout: Duration) -> u32 {
-        sys::futex_wait(&self.wake, seen, timeout);
+        // EAGAIN, EINTR, ETIMEDOUT: all mean "look again", which the caller does.
+        let _ = sys::futex_wait(&self.wake, seen, sys::FutexScope::Shared, Some(timeout));
         self.wake.load(Ordering::Acquire)
     }
 
@@ -204,7 +206,8 @@ impl ManagerSide {
     /// manager's changes stay the word's only ones. A waiter that has not entered the wait
     /// yet is not woken: check the reason just before waiting.
     pub fn wake_waiters(&self) {
-        sys::futex_wake(&self.wake, i32::MAX);
+        // No error to act on: waiters loop on the word (EFAULT cannot happen for a mapped page).
+        let _ = sys::futex_wake(&self.wake, i32::MAX, sys::FutexScope::Shared);
     }
 }
 

@@ -1,10 +1,11 @@
-//! Pinning a thread of the pool to the CPU set of its allocation (`sched_setaffinity`): the
-//! workers pin themselves at their safe points; the manager client pins its own threads (the
-//! client and the socket watch) by thread id. The only syscall wrapper of the runtime; errors
-//! name the call.
+//! Pinning a thread of the pool to the CPU set of its allocation: the workers pin themselves
+//! at their safe points; the manager client pins its own threads (the client and the socket
+//! watch) by thread id. The syscalls are partita-protocol's (`sys::set_affinity`,
+//! `sys::get_affinity`, the workspace's one wrapper); this module holds the runtime's rule of
+//! where a worker may run.
 
-use nix::sched::{sched_setaffinity, CpuSet};
-use nix::unistd::Pid;
+use partita_protocol::sys::{get_affinity, set_affinity};
+use partita_protocol::{CpuSet, MAX_CPUS};
 
 /// A failed affinity change.
 #[derive(Debug, thiserror::Error)]
@@ -12,19 +13,17 @@ pub(crate) enum AffinityError {
     /// A CPU index does not fit the kernel's CPU mask.
     #[error("sched_setaffinity: CPU {0} is out of range")]
     OutOfRange(usize),
-    /// The kernel refused the mask (e.g. no allowed CPU is online).
-    #[error("sched_setaffinity failed: {0}")]
-    Syscall(#[from] nix::Error),
+    /// The kernel refused the mask (e.g. no allowed CPU is online); names the call.
+    #[error(transparent)]
+    Syscall(#[from] partita_protocol::sys::AffinityError),
 }
 
 /// The CPUs the calling thread may run on now (`sched_getaffinity`): what `taskset`, a
 /// container or a cgroup cpuset allows. A pool reads it once when it starts and never pins a
 /// worker outside it. Every configured CPU if the call fails.
 pub(crate) fn allowed_cpus() -> Vec<usize> {
-    match nix::sched::sched_getaffinity(Pid::from_raw(0)) {
-        Ok(set) => (0..CpuSet::count())
-            .filter(|&c| set.is_set(c).unwrap_or(false))
-            .collect(),
+    match get_affinity(0) {
+        Ok(set) => set.to_vec(),
         Err(_) => (0..configured_cpus()).collect(),
     }
 }
@@ -38,7 +37,7 @@ pub(crate) fn worker_cpus(cpus: Option<&[usize]>, allowed: &[usize]) -> Vec<usiz
     let Some(cpus) = cpus.filter(|c| !c.is_empty()) else {
         return allowed.to_vec();
     };
-    let set = |v: &[usize]| v.iter().copied().collect::<partita_protocol::CpuSet>();
+    let set = |v: &[usize]| v.iter().copied().collect::<CpuSet>();
     set(cpus).narrowed(&set(allowed)).iter().collect()
 }
 
@@ -60,13 +59,14 @@ pub(crate) fn pin_thread(
     allowed: &[usize],
 ) -> Result<(), AffinityError> {
     // Out of the kernel's range is an error, not a CPU the allocation silently loses.
-    if let Some(&c) = cpus.into_iter().flatten().find(|&&c| c >= CpuSet::count()) {
+    if let Some(&c) = cpus.into_iter().flatten().find(|&&c| c >= MAX_CPUS) {
         return Err(AffinityError::OutOfRange(c));
     }
     let wanted = worker_cpus(cpus, allowed);
     match set_thread(tid, &wanted) {
-        Err(AffinityError::Syscall(nix::Error::EINVAL))
-            if wanted.iter().all(|c| !allowed.contains(c)) =>
+        Err(AffinityError::Syscall(e))
+            if e.source.raw_os_error() == Some(libc::EINVAL)
+                && wanted.iter().all(|c| !allowed.contains(c)) =>
         {
             set_thread(tid, allowed)
         }
@@ -80,12 +80,10 @@ pub(crate) fn current_tid() -> i32 {
 }
 
 fn set_thread(tid: i32, cpus: &[usize]) -> Result<(), AffinityError> {
-    let mut set = CpuSet::new();
-    for &c in cpus {
-        set.set(c).map_err(|_| AffinityError::OutOfRange(c))?;
+    if let Some(&c) = cpus.iter().find(|&&c| c >= MAX_CPUS) {
+        return Err(AffinityError::OutOfRange(c));
     }
-    sched_setaffinity(Pid::from_raw(tid), &set)?;
-    Ok(())
+    Ok(set_affinity(tid, &cpus.iter().copied().collect())?)
 }
 
 fn configured_cpus() -> usize {
@@ -107,14 +105,9 @@ mod tests {
         std::thread::spawn(|| {
             let all: Vec<usize> = (0..configured_cpus()).collect();
             pin_current_thread(Some(&[0]), &all).unwrap();
-            let set = nix::sched::sched_getaffinity(Pid::from_raw(0)).unwrap();
-            assert!(set.is_set(0).unwrap());
-            for c in 1..configured_cpus() {
-                assert!(!set.is_set(c).unwrap());
-            }
+            assert_eq!(allowed_cpus(), vec![0]);
             pin_current_thread(None, &all).unwrap();
-            let set = nix::sched::sched_getaffinity(Pid::from_raw(0)).unwrap();
-            assert!(set.is_set(0).unwrap());
+            assert!(allowed_cpus().contains(&0));
             // Never beyond the allowed mask, whatever the manager says.
             pin_current_thread(None, &[0]).unwrap();
             assert_eq!(allowed_cpus(), vec![0]);

@@ -128,6 +128,7 @@ mod join;
 mod latch;
 #[cfg_attr(not(partita_linux), path = "numa_portable.rs")]
 mod numa;
+mod page_aligned;
 mod ready;
 mod registry;
 mod scope;

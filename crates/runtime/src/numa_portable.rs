@@ -1,32 +1,12 @@
 //! The portable build's pool memory: no NUMA placement. Node policies, page migration and the
 //! follower thread are Linux syscalls (`numa/`, partita-numa), compiled on Linux only, and so
 //! is the public NUMA API (`ThreadPool::node_vec`, `PoolVec`, `WorkerHome`, ...). What the
-//! pool itself needs of that module is kept here: the page-aligned per-worker slots, the
-//! per-pool state (nothing to track) and a worker's home (nothing to register).
+//! pool itself needs of that module is kept here: the per-pool state (nothing to track) and a
+//! worker's home (nothing to register).
 
-use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 use crate::registry::Registry;
-
-/// One value alone in its page(s), as on Linux (`numa/home.rs`): no two workers' counters
-/// share a page or a cache line, whatever the platform.
-#[repr(C, align(4096))]
-#[derive(Default)]
-pub(crate) struct PageAligned<T>(pub(crate) T);
-
-impl<T> Deref for PageAligned<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
-
-impl<T> DerefMut for PageAligned<T> {
-    fn deref_mut(&mut self) -> &mut T {
-        &mut self.0
-    }
-}
 
 /// Per-pool NUMA state: none to keep (no memory is registered, no follower runs).
 pub(crate) struct PoolNuma;

@@ -72,7 +72,7 @@ pub(crate) struct Registry {
     terminate_count: AtomicUsize,
     pub(crate) control: Control,
     /// One page per worker, so each can follow its worker's node (`numa/home.rs`).
-    pub(crate) counters: Box<[crate::numa::PageAligned<WorkerCounters>]>,
+    pub(crate) counters: Box<[crate::page_aligned::PageAligned<WorkerCounters>]>,
     /// Worker 0 is a user thread (`use_current_thread`): it never runs the main loop.
     pub(crate) borrowed_thread0: bool,
     /// When each worker was last suspended (ns since `started`), for `suspended_time`.

@@ -165,12 +165,7 @@ fn demand_is_zero_when_idle_and_capped_by_need() {
 #[cfg(partita_linux)]
 fn a_revoked_worker_parks_without_repinning() {
     use std::sync::atomic::{AtomicBool, AtomicI32};
-    let cpus = |tid: i32| {
-        let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(tid)).unwrap();
-        (0..nix::sched::CpuSet::count())
-            .filter(|&c| set.is_set(c).unwrap_or(false))
-            .collect::<Vec<_>>()
-    };
+    let cpus = |tid: i32| partita_protocol::sys::get_affinity(tid).unwrap().to_vec();
     if cpus(0).len() < 2 {
         return; // nothing to narrow
     }
@@ -207,10 +202,8 @@ fn set_cpus_repins_workers_at_safe_points() {
     let pool = manual_pool(2);
     let reg = pool.registry.clone();
     let affinity = || {
-        let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
-        (0..4)
-            .filter(|&c| set.is_set(c).unwrap_or(false))
-            .collect::<Vec<_>>()
+        let set = partita_protocol::sys::get_affinity(0).unwrap();
+        set.iter().filter(|&c| c < 4).collect::<Vec<_>>()
     };
     // Workers re-pin at their next safe point (between two jobs of their main loop), so a
     // broadcast sees the new set once every worker has passed one.
@@ -239,9 +232,8 @@ fn workers_never_leave_the_mask_the_pool_started_with() {
     }
     // As under `taskset -c 0`: the thread that builds the pool may use CPU 0 only.
     std::thread::spawn(|| {
-        let mut one = nix::sched::CpuSet::new();
-        one.set(0).unwrap();
-        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &one).unwrap();
+        let one = std::iter::once(0).collect();
+        partita_protocol::sys::set_affinity(0, &one).unwrap();
         let pool = ThreadPoolBuilder::new()
             .process_control(crate::ProcessControl::Manual)
             .num_threads(2)

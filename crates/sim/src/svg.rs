@@ -12,6 +12,30 @@ fn esc(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
+/// The start of a `w` × `h` chart: the `<svg>` element, the title `(text, baseline y, font
+/// size)` centred on top, and the zero line at height `zero_y` from `left` to the right margin
+/// (20). The caller closes the element.
+fn open(w: f64, h: f64, title: (&str, u32, u32), left: f64, zero_y: f64) -> String {
+    let (text, title_y, title_size) = title;
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">"#
+    );
+    let _ = write!(
+        s,
+        r#"<text x="{}" y="{title_y}" font-size="{title_size}" text-anchor="middle">{}</text>"#,
+        w / 2.0,
+        esc(text)
+    );
+    let _ = write!(
+        s,
+        r#"<line x1="{left}" y1="{zero_y}" x2="{}" y2="{zero_y}" stroke="black"/>"#,
+        w - 20.0
+    );
+    s
+}
+
 /// A grouped bar chart: one group per label, one bar per series.
 ///
 /// ```
@@ -28,23 +52,7 @@ pub fn bars(title: &str, labels: &[String], series: &[(String, Vec<f64>)], unit:
     let y = |v: f64| top + (max - v) / span * plot_h;
     let group_w = (w - left - 20.0) / labels.len().max(1) as f64;
     let bar_w = group_w * 0.8 / series.len().max(1) as f64;
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">"#
-    );
-    let _ = write!(
-        s,
-        r#"<text x="{}" y="20" font-size="14" text-anchor="middle">{}</text>"#,
-        w / 2.0,
-        esc(title)
-    );
-    let _ = write!(
-        s,
-        r#"<line x1="{left}" y1="{0}" x2="{1}" y2="{0}" stroke="black"/>"#,
-        y(0.0),
-        w - 20.0
-    );
+    let mut s = open(w, h, (title, 20, 14), left, y(0.0));
     for k in 0..=4 {
         let v = min + span * k as f64 / 4.0;
         let _ = write!(
@@ -105,23 +113,7 @@ pub fn steps(title: &str, times: &[f64], series: &[(String, Vec<f64>)]) -> Strin
         .fold(1.0f64, f64::max);
     let x = |t: f64| left + t / tmax * (w - left - 20.0);
     let y = |v: f64| top + (vmax - v) / vmax * (h - top - bottom);
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">"#
-    );
-    let _ = write!(
-        s,
-        r#"<text x="{}" y="16" font-size="13" text-anchor="middle">{}</text>"#,
-        w / 2.0,
-        esc(title)
-    );
-    let _ = write!(
-        s,
-        r#"<line x1="{left}" y1="{0}" x2="{1}" y2="{0}" stroke="black"/>"#,
-        y(0.0),
-        w - 20.0
-    );
+    let mut s = open(w, h, (title, 16, 13), left, y(0.0));
     let _ = write!(
         s,
         r#"<text x="{}" y="{}">{vmax:.0} CPUs</text><text x="{}" y="{}" text-anchor="end">{tmax:.0} s</text>"#,

@@ -250,8 +250,13 @@ pub fn run(pool: &ThreadPool, size: Size) -> u64 {
 
 /// The checksum of a sequential run (the classic right-looking tile loop).
 pub fn reference(size: Size) -> u64 {
-    let t = size.tiles;
-    let dag = Dag::new(t);
+    let dag = Dag::new(size.tiles);
+    factor_sequentially(&dag, size.tiles);
+    dag.checksum()
+}
+
+/// Every task of a `t`-tile factorisation, in the sequential order.
+fn factor_sequentially(dag: &Dag, t: usize) {
     let mut ready = Vec::new();
     for k in 0..t {
         dag.exec(k, k, k, &mut ready);
@@ -264,7 +269,6 @@ pub fn reference(size: Size) -> u64 {
             }
         }
     }
-    dag.checksum()
 }
 
 #[cfg(test)]
@@ -275,18 +279,7 @@ mod tests {
     fn factor_times_its_transpose_is_the_input() {
         let t = 3;
         let dag = Dag::new(t);
-        let mut ready = Vec::new();
-        for k in 0..t {
-            dag.exec(k, k, k, &mut ready);
-            for i in k + 1..t {
-                dag.exec(i, k, k, &mut ready);
-            }
-            for i in k + 1..t {
-                for j in k + 1..=i {
-                    dag.exec(i, j, k, &mut ready);
-                }
-            }
-        }
+        factor_sequentially(&dag, t);
         let n = t * B;
         let l = |r: usize, c: usize| -> f64 {
             if c > r {

@@ -122,44 +122,71 @@ pub(crate) fn place_sorted(
     (sets, moves)
 }
 
-/// Who owns which CPU, before and during one placement.
-struct Board {
-    domain_of: Vec<u32>,
-    available: Vec<bool>,
+/// Who owns which CPU, before and during one placement, indexed by CPU number: what this
+/// placement's board and the NUMA placement's (`topology.rs`) share.
+pub(super) struct Owners {
+    /// Whether the CPU is one of those being placed.
+    pub(super) available: Vec<bool>,
     /// Owner of each CPU in the previous allocation.
-    old_owner: Vec<Option<MemberId>>,
+    pub(super) old: Vec<Option<MemberId>>,
     /// Owner of each CPU so far in this placement.
-    owner: Vec<Option<MemberId>>,
+    pub(super) now: Vec<Option<MemberId>>,
 }
 
-impl Board {
-    fn new(cpus: &[usize], domains: &[u32], prev: &MemberMap, holders: &[MemberId]) -> Board {
+impl Owners {
+    /// `cpus` to place, owned by nobody yet; before, each holder's `last_cpus` in `prev`.
+    pub(super) fn new(cpus: &[usize], prev: &MemberMap, holders: &[MemberId]) -> Owners {
         let max_cpu = cpus.iter().copied().max().map_or(0, |c| c + 1);
-        let mut domain_of = vec![0u32; max_cpu];
         let mut available = vec![false; max_cpu];
-        for (i, &c) in cpus.iter().enumerate() {
+        for &c in cpus {
             available[c] = true;
-            domain_of[c] = domains.get(i).copied().unwrap_or(0);
         }
-        let mut old_owner: Vec<Option<MemberId>> = vec![None; max_cpu];
+        let mut old = vec![None; max_cpu];
         for (m, h) in holders.iter().filter_map(|m| prev.get(m).map(|h| (m, h))) {
-            for c in h.last_cpus.iter() {
-                if c < max_cpu {
-                    old_owner[c] = Some(*m);
-                }
+            for c in h.last_cpus.iter().filter(|&c| c < max_cpu) {
+                old[c] = Some(*m);
             }
         }
-        Board {
-            domain_of,
+        Owners {
             available,
-            old_owner,
-            owner: vec![None; max_cpu],
+            old,
+            now: vec![None; max_cpu],
         }
     }
 
     /// Whether `c` exists here and nobody took it yet in this placement.
+    pub(super) fn free(&self, c: usize) -> bool {
+        c < self.now.len() && self.available[c] && self.now[c].is_none()
+    }
+
+    /// CPUs now owned by a member other than their previous owner.
+    pub(super) fn moves(&self) -> u32 {
+        (0..self.now.len())
+            .filter(|&c| {
+                self.now[c].is_some() && self.old[c].is_some() && self.now[c] != self.old[c]
+            })
+            .count() as u32
+    }
+}
+
+/// Who owns which CPU, before and during one placement, and in which domain each is.
+struct Board {
+    domain_of: Vec<u32>,
+    own: Owners,
+}
+
+impl Board {
+    fn new(cpus: &[usize], domains: &[u32], prev: &MemberMap, holders: &[MemberId]) -> Board {
+        let own = Owners::new(cpus, prev, holders);
+        let mut domain_of = vec![0u32; own.now.len()];
+        for (i, &c) in cpus.iter().enumerate() {
+            domain_of[c] = domains.get(i).copied().unwrap_or(0);
+        }
+        Board { domain_of, own }
+    }
+
     fn free(&self, c: usize) -> bool {
-        c < self.owner.len() && self.available[c] && self.owner[c].is_none()
+        self.own.free(c)
     }
 
     /// Step 1: `m` keeps up to `n` of its previous CPUs `last` (when shrinking, those in its
@@ -171,7 +198,7 @@ impl Board {
             // Keeps all of them: the common case, without sorting.
             for c in last.iter() {
                 if self.free(c) {
-                    self.owner[c] = Some(m);
+                    self.own.now[c] = Some(m);
                     set.insert(c);
                 }
             }
@@ -185,7 +212,7 @@ impl Board {
         mine.sort_by_key(|&c| (std::cmp::Reverse(per_domain[&self.domain_of[c]]), c));
         mine.truncate(n as usize);
         for c in mine {
-            self.owner[c] = Some(m);
+            self.own.now[c] = Some(m);
             set.insert(c);
         }
         set
@@ -198,7 +225,7 @@ impl Board {
                 break;
             }
             if self.free(c) {
-                self.owner[c] = Some(m);
+                self.own.now[c] = Some(m);
                 set.insert(c);
                 *left -= 1;
             }
@@ -214,13 +241,13 @@ impl Board {
         // Free lists per (idle, domain), lowest CPU last so `pop` yields the lowest number.
         let mut free: BTreeMap<(bool, u32), Vec<usize>> = BTreeMap::new();
         for &c in cpus.iter().rev() {
-            if self.owner[c].is_none() {
-                free.entry((self.old_owner[c].is_none(), self.domain_of[c]))
+            if self.own.now[c].is_none() {
+                free.entry((self.own.old[c].is_none(), self.domain_of[c]))
                     .or_default()
                     .push(c);
             }
         }
-        let owner = &mut self.owner;
+        let owner = &mut self.own.now;
         let mut take = |idle: Option<bool>, dom: Option<u32>, owner: &mut Vec<Option<MemberId>>| {
             if let (Some(i), Some(d)) = (idle, dom) {
                 let list = free.get_mut(&(i, d))?;
@@ -275,14 +302,7 @@ impl Board {
         }
     }
 
-    /// CPUs now owned by a member other than their previous owner.
     fn moves(&self) -> u32 {
-        (0..self.owner.len())
-            .filter(|&c| {
-                self.owner[c].is_some()
-                    && self.old_owner[c].is_some()
-                    && self.owner[c] != self.old_owner[c]
-            })
-            .count() as u32
+        self.own.moves()
     }
 }

@@ -18,6 +18,7 @@
 //! [`super::placement`]). Every such CPU was given up by its previous owner, by shrinking or
 //! as a conflict, so `moves ≤ Σ|Δcount| + conflicts` (proptested in `alloc/tests_numa.rs`).
 
+use super::placement::Owners;
 use super::{MemberId, MemberMap};
 use partita_protocol::CpuSet;
 use std::cmp::Reverse;
@@ -100,19 +101,18 @@ pub fn place_numa(
     }
     let conflicts = board.conflicts(prev, holders, &sets);
     NumaPlacement {
-        moves: board.moves(),
+        moves: board.own.moves(),
         conflicts,
         sets,
     }
 }
 
-/// Who owns which CPU, before and during one placement; indexed by CPU number.
+/// Who owns which CPU, before and during one placement, and where each is; indexed by CPU
+/// number.
 struct Board {
     node_of: Vec<u32>,
     llc_of: Vec<u32>,
-    available: Vec<bool>,
-    old_owner: Vec<Option<MemberId>>,
-    owner: Vec<Option<MemberId>>,
+    own: Owners,
     /// CPUs of each node, ascending.
     node_cpus: BTreeMap<u32, Vec<usize>>,
     largest_node: usize,
@@ -126,12 +126,11 @@ impl Board {
         prev: &MemberMap,
         holders: &[MemberId],
     ) -> Board {
-        let max_cpu = cpus.iter().copied().max().map_or(0, |c| c + 1);
+        let own = Owners::new(cpus, prev, holders);
+        let max_cpu = own.now.len();
         let (mut node_of, mut llc_of) = (vec![0u32; max_cpu], vec![0u32; max_cpu]);
-        let mut available = vec![false; max_cpu];
         let mut node_cpus: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
         for (i, &c) in cpus.iter().enumerate() {
-            available[c] = true;
             node_of[c] = nodes.get(i).copied().unwrap_or(0);
             llc_of[c] = llcs.get(i).copied().unwrap_or(0);
             node_cpus.entry(node_of[c]).or_default().push(c);
@@ -140,25 +139,17 @@ impl Board {
             list.sort_unstable();
             list.dedup();
         }
-        let mut old_owner = vec![None; max_cpu];
-        for (m, h) in holders.iter().filter_map(|m| prev.get(m).map(|h| (m, h))) {
-            for c in h.last_cpus.iter().filter(|&c| c < max_cpu) {
-                old_owner[c] = Some(*m);
-            }
-        }
         Board {
             largest_node: node_cpus.values().map(Vec::len).max().unwrap_or(0),
             node_of,
             llc_of,
-            available,
-            old_owner,
-            owner: vec![None; max_cpu],
+            own,
             node_cpus,
         }
     }
 
     fn free(&self, c: usize) -> bool {
-        c < self.owner.len() && self.available[c] && self.owner[c].is_none()
+        self.own.free(c)
     }
 
     fn free_in(&self, node: u32) -> usize {
@@ -168,7 +159,7 @@ impl Board {
     }
 
     fn claim(&mut self, m: MemberId, c: usize, set: &mut CpuSet) {
-        self.owner[c] = Some(m);
+        self.own.now[c] = Some(m);
         set.insert(c);
     }
 
@@ -220,7 +211,7 @@ impl Board {
                 .max_by_key(|&d| (self.free_in(d), Reverse(d)));
             if let Some(d) = target {
                 for c in set.iter() {
-                    self.owner[c] = None;
+                    self.own.now[c] = None;
                 }
                 *set = CpuSet::new();
                 self.take_from(m, d, want, used, set);
@@ -249,7 +240,7 @@ impl Board {
         cands.sort_by_key(|&c| {
             (
                 home_llc.is_some_and(|l| l != self.llc_of[c]),
-                self.old_owner[c].is_some_and(|o| o != m),
+                self.own.old[c].is_some_and(|o| o != m),
                 !used.contains(c),
                 c,
             )
@@ -257,16 +248,6 @@ impl Board {
         for c in cands.into_iter().take(want.saturating_sub(set.len())) {
             self.claim(m, c, set);
         }
-    }
-
-    fn moves(&self) -> u32 {
-        (0..self.owner.len())
-            .filter(|&c| {
-                self.owner[c].is_some()
-                    && self.old_owner[c].is_some()
-                    && self.owner[c] != self.old_owner[c]
-            })
-            .count() as u32
     }
 
     /// Σ over previous holders of (available CPUs given up − shrink), never negative.
@@ -285,7 +266,7 @@ impl Board {
                 let old: Vec<usize> = h
                     .last_cpus
                     .iter()
-                    .filter(|&c| c < self.available.len() && self.available[c])
+                    .filter(|&c| c < self.own.available.len() && self.own.available[c])
                     .collect();
                 let lost = old.iter().filter(|&&c| !now.contains(c)).count();
                 let shrink = old.len().saturating_sub(now.len());

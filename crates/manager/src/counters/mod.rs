@@ -16,7 +16,7 @@ mod perf;
 mod resctrl;
 mod selfreport;
 
-pub use perf::{PerfEvent, PerfSource};
+pub use perf::{PerfSource, TrafficEvent};
 pub use resctrl::ResctrlSource;
 pub use selfreport::SelfReport;
 

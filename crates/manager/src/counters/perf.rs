@@ -14,57 +14,20 @@
 //! when its pool's workers exist; a counter opened on a process that is still starting up
 //! (before its runtime created its threads) was seen to miss threads that process created
 //! right after, so the tests attach only once the child has said it is running.
+//!
+//! The events and the bytes one stands for are partita-numa's [`TrafficEvent`], which the
+//! runtime's own counters (the `self-report` source's measured bytes) count too.
 
 use super::{AppRef, CounterError, CounterSource};
 use crate::alloc::AppId;
-use perf_event::events::{Event, Hardware, Software};
-use perf_event::{Builder, Counter};
+pub use partita_numa::traffic_event::TrafficEvent;
+use perf_event::Counter;
 use std::collections::BTreeMap;
-
-/// Which event the source counts.
-///
-/// ```
-/// use partita_manager::counters::PerfEvent;
-/// assert!(PerfEvent::LlcMisses.bytes_per_event().is_power_of_two());
-/// assert_eq!(PerfEvent::TaskClock.bytes_per_event(), 1);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PerfEvent {
-    /// Last-level-cache misses (`PERF_COUNT_HW_CACHE_MISSES`), one LLC line each (the line
-    /// size from sysfs, as the runtime's own counters use it; 64 when sysfs does not say):
-    /// the memory traffic the policy schedules on. Needs a PMU.
-    LlcMisses,
-    /// Software: nanoseconds on CPU. Exists on every kernel; used to test the plumbing.
-    TaskClock,
-    /// Software: page faults. Exists on every kernel; used to test the plumbing.
-    PageFaults,
-}
-
-impl PerfEvent {
-    /// Multiplier from the event's count to bytes (1: the count is the unit itself).
-    pub fn bytes_per_event(self) -> u64 {
-        match self {
-            PerfEvent::LlcMisses => partita_numa::triad::llc_line_bytes().unwrap_or(64),
-            PerfEvent::TaskClock | PerfEvent::PageFaults => 1,
-        }
-    }
-
-    fn builder(self) -> Builder<'static> {
-        fn b(e: impl Event) -> Builder<'static> {
-            Builder::new(e)
-        }
-        match self {
-            PerfEvent::LlcMisses => b(Hardware::CACHE_MISSES),
-            PerfEvent::TaskClock => b(Software::TASK_CLOCK),
-            PerfEvent::PageFaults => b(Software::PAGE_FAULTS),
-        }
-    }
-}
 
 /// The `perf-event` counter source.
 #[derive(Debug)]
 pub struct PerfSource {
-    event: PerfEvent,
+    event: TrafficEvent,
     apps: BTreeMap<AppId, Vec<Counter>>,
 }
 
@@ -79,27 +42,20 @@ impl PerfSource {
     /// }
     /// ```
     pub fn hardware() -> Result<PerfSource, CounterError> {
-        PerfSource::with_event(PerfEvent::LlcMisses)
+        PerfSource::with_event(TrafficEvent::LlcMisses)
     }
 
     /// A source counting `event`; checks once that the event can be opened on this process.
     ///
     /// ```
-    /// let s = partita_manager::counters::PerfSource::with_event(partita_manager::counters::PerfEvent::TaskClock);
+    /// use partita_manager::counters::{PerfSource, TrafficEvent};
+    /// let s = PerfSource::with_event(TrafficEvent::PageFaults);
     /// assert!(s.is_ok() || std::fs::metadata("/proc/sys/kernel/perf_event_paranoid").is_err());
     /// ```
-    pub fn with_event(event: PerfEvent) -> Result<PerfSource, CounterError> {
+    pub fn with_event(event: TrafficEvent) -> Result<PerfSource, CounterError> {
         event.builder().observe_self().build().map_err(|e| {
-            let hint = match (event, e.raw_os_error()) {
-                (PerfEvent::LlcMisses, Some(libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV)) => {
-                    " (no hardware PMU exposed: a virtual machine without PMU passthrough?)"
-                }
-                (_, Some(libc::EACCES | libc::EPERM)) => {
-                    " (not permitted: see /proc/sys/kernel/perf_event_paranoid)"
-                }
-                _ => "",
-            };
-            CounterError::Unavailable(format!("perf_event_open({event:?}): {e}{hint}"))
+            let (_, hint) = event.open_failure(e.raw_os_error());
+            CounterError::Unavailable(format!("perf_event_open({event}): {e}{hint}"))
         })?;
         Ok(PerfSource {
             event,
@@ -145,7 +101,7 @@ impl CounterSource for PerfSource {
                 Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
                 Err(e) => {
                     return Err(CounterError::Io {
-                        call: format!("perf_event_open(pid {tid}, {:?})", self.event),
+                        call: format!("perf_event_open(pid {tid}, {})", self.event),
                         source: e,
                     })
                 }

@@ -146,17 +146,17 @@ impl Shared {
 
     /// A reallocation with the enforcer's lock taken (`inline`: on the connection's thread).
     fn round(&self, mut enforcer: MutexGuard<'_, Enforcer>, inline: bool) {
-        realloc::hop!("round", inline = u64::from(inline));
+        hop!("round", inline = u64::from(inline));
         // The enforcer's lock is held from before planning until the batch is applied, so a
         // status snapshot (taken under it too) never shows an allocation whose affinities
         // and cgroups are still being changed.
         let mut batch = self.lock().plan();
-        realloc::hop!("planned");
+        hop!("planned");
         if let Some(at) = batch.recheck_at.take() {
             self.rounds.schedule(realloc::instant_at(at));
         }
         realloc::apply(batch, &mut enforcer);
-        realloc::hop!("applied");
+        hop!("applied");
         if let Some(w) = &self.watchdog {
             w.ping();
         }
@@ -189,7 +189,7 @@ impl Shared {
 /// CPUs the manager may hand out: its own affinity (which reflects its cgroup cpuset),
 /// intersected with the configured list.
 pub(crate) fn managed_cpus(config: &Config) -> Result<CpuSet, Error> {
-    let own = sys::get_affinity(0).map_err(Error::Sys)?;
+    let own = sys::get_affinity(0).map_err(|e| Error::Sys(e.into()))?;
     let mut set = own;
     if !config.cpus.is_empty() {
         let want: CpuSet =
@@ -778,7 +778,7 @@ async fn follow(shared: &Shared, stream: &mut UnixStream, proc: &ProcRef, uid: u
             msg = read_frame(stream) => match msg {
                 Ok(None) | Ok(Some(ClientMessage::Goodbye)) => return,
                 Ok(Some(ClientMessage::DemandChanged)) => {
-                    realloc::hop!("doorbell", pid = who.0);
+                    hop!("doorbell", pid = who.0);
                     shared.demand_changed();
                 }
                 Ok(Some(_)) => {

@@ -684,7 +684,7 @@ fn set_threads(p: &ProcRef, set: &CpuSet, only_outside: bool) -> Result<CpuSet, 
         match sys::set_affinity(tid, set) {
             Err(e) if e.source.raw_os_error() == Some(libc::ESRCH) => {}
             Err(e) => {
-                first_err.get_or_insert(e);
+                first_err.get_or_insert(e.into());
             }
             Ok(()) => {}
         }

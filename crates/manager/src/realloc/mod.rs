@@ -46,20 +46,6 @@
 //! affinity is restored after (never before) any batch that changed it. The whole picture
 //! (threads, locks, lock order): `README.md` beside this file.
 
-/// Stamp one hop of a reaction (see partita-runtime's `control::hop`): a `trace` event of
-/// target `partita::hop` with `CLOCK_MONOTONIC` ns; free unless a subscriber enables it.
-macro_rules! hop {
-    ($name:literal $(, $k:ident = $v:expr)* $(,)?) => {
-        tracing::trace!(
-            target: "partita::hop",
-            hop = $name,
-            t = partita_protocol::page::monotonic_ns()
-            $(, $k = $v)*
-        )
-    };
-}
-pub(crate) use hop;
-
 pub(crate) mod apply;
 pub(crate) mod plan;
 pub(crate) mod rounds;

@@ -192,35 +192,28 @@ mod tests {
 
     #[test]
     fn busy_average_is_exact() {
+        // From nothing at 0 to `busy_ns` of work and `queued` waiting at 10 ms.
+        let after_10ms = |busy_ns, queued| {
+            [
+                Sample {
+                    at_ns: 0,
+                    busy_ns: 0,
+                    queued: 0,
+                },
+                Sample {
+                    at_ns: 10 * MS,
+                    busy_ns,
+                    queued,
+                },
+            ]
+        };
         // Two workers busy for the whole 10 ms: average 2.
-        let s = [
-            Sample {
-                at_ns: 0,
-                busy_ns: 0,
-                queued: 0,
-            },
-            Sample {
-                at_ns: 10 * MS,
-                busy_ns: 20 * MS,
-                queued: 0,
-            },
-        ];
+        let s = after_10ms(20 * MS, 0);
         assert_eq!(runnable_average(&s, 10 * MS, 4), 2.0);
         // Half the window: the first half is outside it (interpolated).
         assert_eq!(runnable_average(&s, 5 * MS, 4), 2.0);
         // Queued work counts, capped at the pool size.
-        let s = [
-            Sample {
-                at_ns: 0,
-                busy_ns: 0,
-                queued: 0,
-            },
-            Sample {
-                at_ns: 10 * MS,
-                busy_ns: 10 * MS,
-                queued: 9,
-            },
-        ];
+        let s = after_10ms(10 * MS, 9);
         assert_eq!(runnable_average(&s, 10 * MS, 4), 4.0);
         assert_eq!(runnable_average(&s[..1], 10 * MS, 4), 0.0);
     }

@@ -10,43 +10,10 @@
 //! next wait inside a job, `join` or `scope`, until that wait's latch is set). Changes that
 //! cancel out before anyone reaches such a point do nothing — Tucker's damping.
 
-/// Stamp one hop of a reaction (a demand change travelling from one pool, through a
-/// manager, to another pool's workers): a `trace` event of target `partita::hop` carrying
-/// `CLOCK_MONOTONIC` ns (comparable across processes). While no subscriber enables that
-/// target, tracing's callsite cache reduces it to a load and a branch and the clock is not
-/// read; it sits on the park, resume and client paths, never on a task's safe point (the
-/// `reaction` example enables it, to break its latency down by hop).
-macro_rules! hop {
-    ($name:literal $(, $k:ident = $v:expr)* $(,)?) => {
-        tracing::trace!(
-            target: "partita::hop",
-            hop = $name,
-            t = $crate::control::monotonic_ns()
-            $(, $k = $v)*
-        )
-    };
-}
-pub(crate) use hop;
-
-/// `CLOCK_MONOTONIC` in ns (the clock of [`hop`] stamps; 0 if the call fails, which it
-/// cannot for this clock).
-#[cfg(partita_linux)]
-pub(crate) fn monotonic_ns() -> u64 {
-    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).map_or(0, |t| {
-        t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
-    })
-}
-
-/// The portable build's [`hop`] clock: ns since the process's first stamp (no other process
-/// reads them: there is no manager).
-#[cfg(not(partita_linux))]
-pub(crate) fn monotonic_ns() -> u64 {
-    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    START
-        .get_or_init(std::time::Instant::now)
-        .elapsed()
-        .as_nanos() as u64
-}
+/// Stamp one hop of a reaction: [`partita_protocol::hop!`] (the manager stamps the same
+/// way, with the same clock). It sits on the park, resume and client paths, never on a task's
+/// safe point (the `reaction` example enables it, to break its latency down by hop).
+pub(crate) use partita_protocol::hop;
 
 pub(crate) mod demand;
 pub(crate) mod manager_page;

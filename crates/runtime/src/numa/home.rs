@@ -4,7 +4,7 @@
 //! What a worker touches for every task is (a) its stack: the frames of the tasks it runs and
 //! its `WorkerThread` (the owner's handle of its deque, its FIFO, victim RNG and ready-queue
 //! cursors), with glibc also its thread-locals at the top of the same mapping; (b) its
-//! counters slot (`Registry::counters`, one [`PageAligned`] page per worker, so no two
+//! counters slot (`Registry::counters`, one page per worker, `page_aligned.rs`, so no two
 //! workers' counters share a page); and (c) its deque (`crate::deque`): the shared page with
 //! `front`, `back` and the ring pointer, and its rings, each whole pages of their own, built
 //! by the worker on its own thread when it starts. Each worker registers those pages as its
@@ -21,7 +21,6 @@
 //! workers by design, so no one node is theirs), and the heap jobs a worker allocates (the
 //! allocator's, first-touched by the worker that spawns them).
 
-use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 use partita_numa::{PageRange, PageStatus};
@@ -31,26 +30,6 @@ use crate::control::ProcessControl;
 use crate::deque::Stealer;
 use crate::job::JobRef;
 use crate::registry::Registry;
-
-/// One value alone in its page(s): per-worker state that must be movable per worker.
-/// 4096 is the x86-64 page; on a machine with larger pages, slots share a page but still
-/// never a cache line.
-#[repr(C, align(4096))]
-#[derive(Default)]
-pub(crate) struct PageAligned<T>(pub(crate) T);
-
-impl<T> Deref for PageAligned<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
-
-impl<T> DerefMut for PageAligned<T> {
-    fn deref_mut(&mut self) -> &mut T {
-        &mut self.0
-    }
-}
 
 /// The registered pages of one worker's own structures.
 #[derive(Clone, Debug)]
@@ -192,15 +171,6 @@ pub(crate) fn tally(what: &'static str, status: &[PageStatus]) -> HomePart {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn page_aligned_slots_do_not_share_pages() {
-        let slots: Box<[PageAligned<u64>]> = (0..3).map(|_| PageAligned::default()).collect();
-        for w in slots.windows(2) {
-            let (a, b) = (&*w[0] as *const u64 as usize, &*w[1] as *const u64 as usize);
-            assert!(b - a >= 4096 && a % 4096 == 0);
-        }
-    }
 
     #[test]
     fn a_home_lists_its_deque_pages_as_they_grow() {

@@ -11,7 +11,7 @@ mod home;
 mod mover;
 mod sampler;
 
-pub(crate) use home::{enter as enter_worker_home, PageAligned};
+pub(crate) use home::enter as enter_worker_home;
 pub use home::{HomePart, WorkerHome};
 pub use sampler::{SamplerParams, SamplerReport, SamplerSource};
 
@@ -393,12 +393,8 @@ fn pool_cpus(reg: &Registry) -> Vec<usize> {
         .unwrap_or_else(|p| p.into_inner())
         .clone();
     set.unwrap_or_else(|| {
-        nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
-            .map(|s| {
-                (0..nix::sched::CpuSet::count())
-                    .filter(|&c| s.is_set(c).unwrap_or(false))
-                    .collect()
-            })
+        partita_protocol::sys::get_affinity(0)
+            .map(|s| s.to_vec())
             .unwrap_or_default()
     })
 }

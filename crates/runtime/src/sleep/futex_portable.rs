@@ -104,15 +104,6 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    #[test]
-    fn a_changed_word_returns_at_once_and_names_the_call() {
-        let w = AtomicU32::new(1);
-        let e = wait_private(&w, 0).unwrap_err();
-        assert!(e.to_string().starts_with("futex wait failed"), "{e}");
-        assert!(!waitv_supported());
-        assert!(waitv(&w, 1, &w, 1).unwrap_err().unsupported());
-    }
-
     /// A waker that changes the word and wakes always ends the wait, however the two
     /// threads interleave (the waiter loops on the word, as `event.rs` does).
     #[test]

@@ -332,6 +332,20 @@ impl Sleep {
 mod unit_tests {
     use super::*;
 
+    /// The futex layer's contract, whichever implementation is built (the Linux calls or the
+    /// portable emulation): a word that already differs returns at once with an error naming
+    /// the call, and `waitv` either works or says it is unsupported, as `waitv_supported` says.
+    #[test]
+    fn a_changed_word_returns_at_once_and_names_the_call() {
+        let w = std::sync::atomic::AtomicU32::new(1);
+        let e = futex::wait_private(&w, 0).unwrap_err();
+        assert!(e.call.starts_with("futex") && !e.unsupported(), "{e}");
+        let other = std::sync::atomic::AtomicU32::new(0);
+        let e = futex::waitv(&w, 0, &other, 0).unwrap_err();
+        assert_eq!(e.call, "futex_waitv");
+        assert_eq!(e.unsupported(), !futex::waitv_supported(), "{e}");
+    }
+
     /// No second word to wait on.
     fn no_page() -> Option<(&'static std::sync::atomic::AtomicU32, u32)> {
         None

@@ -10,77 +10,18 @@
 //! each) exists on every kernel and stands in for the hardware event in tests, through the same
 //! code path. The event is chosen once per process: by [`measure_traffic_with`] before the
 //! first worker starts, else by the environment variable `PARTITA_TRAFFIC_EVENT`
-//! (`llc-misses`, the default; `page-faults`; `off`).
+//! (`llc-misses`, the default; `page-faults`; `off`). The events and what one is worth in
+//! bytes are partita-numa's [`TrafficEvent`], which the manager's `perf-event` counter
+//! source counts too.
 
+use partita_numa::traffic_event::OpenFailure;
+pub use partita_numa::traffic_event::TrafficEvent;
 use partita_protocol::traffic::TrafficStatus;
-use perf_event::events::{Event, Hardware, Software};
-use perf_event::{Builder, Counter};
-use std::fmt;
+use perf_event::Counter;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// The environment variable that chooses the event.
 const ENV: &str = "PARTITA_TRAFFIC_EVENT";
-
-/// What each worker counts.
-///
-/// ```
-/// use partita_runtime::TrafficEvent;
-/// assert_eq!(TrafficEvent::parse("page-faults"), Ok(TrafficEvent::PageFaults));
-/// assert!(TrafficEvent::parse("cycles").unwrap_err().contains("llc-misses"));
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TrafficEvent {
-    /// Last-level-cache misses (`PERF_COUNT_HW_CACHE_MISSES`), one LLC line each. Needs a PMU.
-    LlcMisses,
-    /// Page faults (software event, every kernel), one page each: the test stand-in.
-    PageFaults,
-}
-
-impl TrafficEvent {
-    /// Parse a `PARTITA_TRAFFIC_EVENT` value (`off` is handled by the caller); the error names
-    /// the accepted values.
-    pub fn parse(s: &str) -> Result<TrafficEvent, String> {
-        match s {
-            "llc-misses" => Ok(TrafficEvent::LlcMisses),
-            "page-faults" => Ok(TrafficEvent::PageFaults),
-            other => Err(format!(
-                "{ENV}={other:?}: unknown event (llc-misses, page-faults, off)"
-            )),
-        }
-    }
-
-    /// Bytes one event stands for: the LLC line size, or the page size.
-    pub fn bytes_per_event(self) -> u64 {
-        match self {
-            // 64 where sysfs does not say (the line of every current x86 and most ARM cores).
-            TrafficEvent::LlcMisses => partita_numa::triad::llc_line_bytes().unwrap_or(64),
-            // SAFETY: sysconf has no memory-safety preconditions.
-            TrafficEvent::PageFaults => match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
-                n if n > 0 => n as u64,
-                _ => 4096,
-            },
-        }
-    }
-
-    fn builder(self) -> Builder<'static> {
-        fn b(e: impl Event) -> Builder<'static> {
-            Builder::new(e)
-        }
-        match self {
-            TrafficEvent::LlcMisses => b(Hardware::CACHE_MISSES),
-            TrafficEvent::PageFaults => b(Software::PAGE_FAULTS),
-        }
-    }
-}
-
-impl fmt::Display for TrafficEvent {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            TrafficEvent::LlcMisses => "llc-misses",
-            TrafficEvent::PageFaults => "page-faults",
-        })
-    }
-}
 
 /// Whether the runtime measures traffic, and how; or why not.
 ///
@@ -150,7 +91,7 @@ fn chosen() -> &'static (MeasuredTraffic, TrafficStatus) {
             Ok(v) if v == "off" => skip(TrafficStatus::SkipOff, format!("{ENV}=off")),
             Ok(v) => match TrafficEvent::parse(&v) {
                 Ok(e) => probe(e),
-                Err(why) => skip(TrafficStatus::SkipBadConfig, why),
+                Err(_) => skip(TrafficStatus::SkipBadConfig, unknown_event(&v)),
             },
         };
         if let MeasuredTraffic::Skipped(why) = &m.0 {
@@ -184,19 +125,20 @@ fn probe(event: TrafficEvent) -> (MeasuredTraffic, TrafficStatus) {
     }
 }
 
+/// The reason an unknown `PARTITA_TRAFFIC_EVENT` value gives: the variable and the choices.
+fn unknown_event(value: &str) -> String {
+    format!("{ENV}={value:?}: unknown event (llc-misses, page-faults, off)")
+}
+
 /// Why `perf_event_open(event)` failed with `errno`: the page's code and a hint for the log.
 fn skip_reason(event: TrafficEvent, errno: Option<i32>) -> (TrafficStatus, &'static str) {
-    match (event, errno) {
-        (TrafficEvent::LlcMisses, Some(libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV)) => (
-            TrafficStatus::SkipNoPmu,
-            " (no hardware PMU exposed: a virtual machine without PMU passthrough?)",
-        ),
-        (_, Some(libc::EACCES | libc::EPERM)) => (
-            TrafficStatus::SkipNotPermitted,
-            " (not permitted: see /proc/sys/kernel/perf_event_paranoid)",
-        ),
-        _ => (TrafficStatus::SkipError, ""),
-    }
+    let (why, hint) = event.open_failure(errno);
+    let status = match why {
+        OpenFailure::NoPmu => TrafficStatus::SkipNoPmu,
+        OpenFailure::NotPermitted => TrafficStatus::SkipNotPermitted,
+        OpenFailure::Other => TrafficStatus::SkipError,
+    };
+    (status, hint)
 }
 
 /// The open counters (a slot per live worker that could open one; `last` keeps the latest
@@ -322,17 +264,10 @@ mod tests {
 
     #[test]
     fn unknown_event_names_the_variable_and_the_choices() {
-        let e = TrafficEvent::parse("").unwrap_err();
-        assert!(e.contains(ENV) && e.contains("page-faults"), "{e}");
-    }
-
-    #[test]
-    fn line_and_page_sizes_are_sane() {
-        let line = TrafficEvent::LlcMisses.bytes_per_event();
+        let e = unknown_event("");
         assert!(
-            (16..=512).contains(&line) && line.is_power_of_two(),
-            "{line}"
+            e.contains(ENV) && e.contains("page-faults") && e.contains("off"),
+            "{e}"
         );
-        assert!(TrafficEvent::PageFaults.bytes_per_event() >= 4096);
     }
 }

@@ -7,6 +7,14 @@ fn set(v: &[usize]) -> CpuSet {
     v.iter().copied().collect()
 }
 
+/// The bound of a partition confined to `cpus`, with no quota.
+fn within(cpus: &[usize]) -> Option<Bound> {
+    Some(Bound {
+        cpus: set(cpus),
+        cap: None,
+    })
+}
+
 fn part(name: &str, sharing: Sharing) -> PartitionConfig {
     let mut p = PartitionConfig::named(name);
     p.sharing = sharing;
@@ -34,17 +42,7 @@ fn two_jobs_split_their_own_cpus() {
             part("slurm-job-2", Sharing::Never),
         ],
     );
-    input.bounds = vec![
-        None,
-        Some(Bound {
-            cpus: set(&[0, 1]),
-            cap: None,
-        }),
-        Some(Bound {
-            cpus: set(&[2, 3]),
-            cap: None,
-        }),
-    ];
+    input.bounds = vec![None, within(&[0, 1]), within(&[2, 3])];
     input.apps = vec![
         app(1, 1, 8),
         app(2, 1, 8),
@@ -140,14 +138,8 @@ fn no_free_cpu_means_none_not_a_foreign_one() {
     );
     input.bounds = vec![
         None,
-        Some(Bound {
-            cpus: set(&[0, 1]),
-            cap: None,
-        }),
-        Some(Bound {
-            cpus: set(&[1]),
-            cap: None,
-        }),
+        within(&[0, 1]),
+        within(&[1]),
         Some(Bound {
             cpus: set(&[7]),
             cap: Some(1),

@@ -1,9 +1,17 @@
-//! The system calls the protocol needs, as small safe wrappers (all `unsafe` of the crate).
+//! The system calls the protocol needs, as small safe wrappers (all `unsafe` of the crate),
+//! and the ones every crate of the workspace shares (the clock, [`affinity`](get_affinity),
+//! [`futex`](futex_wait)): the one low-level layer (docs/design/README.md, "One low-level
+//! layer").
+
+mod affinity;
+mod futex;
+
+pub use affinity::{get_affinity, set_affinity, AffinityError};
+pub use futex::{futex_wait, futex_waitv, futex_wake, FutexError, FutexScope};
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
-use std::sync::atomic::AtomicU32;
 use std::time::Duration;
 
 fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
@@ -97,35 +105,6 @@ impl Drop for Mapping {
     }
 }
 
-/// `FUTEX_WAIT` (shared, not private: the word lives in a MAP_SHARED page seen by two
-/// processes) while `*word == expected`, for at most `timeout`.
-pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: `word` is a valid, aligned u32 for the duration of the call; `ts` is valid.
-    // The result is ignored on purpose: EAGAIN (value changed), EINTR and ETIMEDOUT all mean
-    // "go and look again", which is what every caller does.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT,
-            expected,
-            &ts as *const libc::timespec,
-        );
-    }
-}
-
-/// `FUTEX_WAKE` up to `n` waiters on `word`.
-pub(crate) fn futex_wake(word: &AtomicU32, n: i32) {
-    // SAFETY: `word` is a valid aligned u32; FUTEX_WAKE does not dereference anything else.
-    unsafe {
-        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, n);
-    }
-}
-
 /// `CLOCK_MONOTONIC` now, in nanoseconds: the clock of the page's `heartbeat` and
 /// `quantum_end`, of the manager's hand-over deadlines and of the `partita::hop` stamps
 /// (comparable across processes). Also `page::monotonic_ns`.
@@ -142,6 +121,25 @@ pub fn monotonic_ns() -> u64 {
     // SAFETY: valid out-pointer; CLOCK_MONOTONIC always exists on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A zeroed, 8-aligned control-message buffer with room for `fds` descriptors.
+fn cmsg_buffer(fds: usize) -> Vec<u64> {
+    // SAFETY: CMSG_SPACE is a pure computation.
+    let space = unsafe { libc::CMSG_SPACE((fds * std::mem::size_of::<RawFd>()) as u32) } as usize;
+    vec![0u64; space.div_ceil(8)]
+}
+
+/// A `msghdr` over the one buffer `iov` and the control buffer `cbuf` (of [`cmsg_buffer`]):
+/// it points into both, so use it while they live.
+fn msghdr(iov: &mut libc::iovec, cbuf: &mut [u64]) -> libc::msghdr {
+    // SAFETY: a zeroed msghdr is valid (no name, no flags); the rest is filled below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = std::mem::size_of_val(cbuf) as _;
+    msg
 }
 
 /// Send `bytes` on a connected Unix stream socket with `fd` attached (SCM_RIGHTS).
@@ -163,16 +161,9 @@ pub fn send_with_fd(sock: BorrowedFd<'_>, bytes: &[u8], fd: BorrowedFd<'_>) -> i
         iov_base: bytes.as_ptr() as *mut libc::c_void,
         iov_len: bytes.len(),
     };
-    // SAFETY: CMSG_SPACE is a pure computation.
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
-    let mut cbuf = vec![0u64; space.div_ceil(8)];
-    // SAFETY: zeroed msghdr is valid; fields are filled below.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
-    msg.msg_controllen = space as _;
-    // SAFETY: msg_control points to `space` bytes (8-aligned), enough for one cmsg with one fd;
+    let mut cbuf = cmsg_buffer(1);
+    let msg = msghdr(&mut iov, &mut cbuf);
+    // SAFETY: msg_control points to a buffer (8-aligned) with room for one cmsg with one fd;
     // CMSG_FIRSTHDR is therefore non-null and CMSG_DATA has room for a RawFd.
     unsafe {
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
@@ -207,15 +198,8 @@ pub fn recv_with_fd(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, 
         iov_base: buf.as_mut_ptr() as *mut libc::c_void,
         iov_len: buf.len(),
     };
-    // SAFETY: pure computation.
-    let space = unsafe { libc::CMSG_SPACE((4 * std::mem::size_of::<RawFd>()) as u32) } as usize;
-    let mut cbuf = vec![0u64; space.div_ceil(8)];
-    // SAFETY: zeroed msghdr is valid.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
-    msg.msg_controllen = space as _;
+    let mut cbuf = cmsg_buffer(4);
+    let mut msg = msghdr(&mut iov, &mut cbuf);
     // SAFETY: msg points to valid buffers for the call; MSG_CMSG_CLOEXEC marks received fds.
     let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
     if n < 0 {

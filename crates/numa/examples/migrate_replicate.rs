@@ -5,8 +5,8 @@
 //! trigger sweep 32…256.
 //!
 //! ```text
-//! cargo run --release -p partita-numa --example simulate            # 8 nodes, 1 s traces
-//! cargo run --release -p partita-numa --example simulate -- --small # 4 nodes, 400 ms
+//! cargo run --release -p partita-numa --example migrate_replicate            # 8 nodes, 1 s traces
+//! cargo run --release -p partita-numa --example migrate_replicate -- --small # 4 nodes, 400 ms
 //! ```
 
 use partita_numa::sim::{
