@@ -39,11 +39,6 @@
 
 #![warn(missing_docs)]
 
-// `hop!` (the `partita::hop` stamps of a reaction, defined once for both sides of the socket
-// in partita-protocol), in every module that stamps: the daemon and the rounds.
-#[macro_use]
-extern crate partita_protocol;
-
 pub mod alloc;
 pub mod cgroup;
 pub mod config;

@@ -21,6 +21,7 @@ use crate::status::Status;
 use crate::supervise::supervise;
 use crate::sys::SysError;
 use crate::{sys, Error};
+use partita_protocol::hop;
 use partita_protocol::sys::{peer_cred, peer_pidfd, send_with_fd};
 use partita_protocol::wire::{
     frame_len, ClientMessage, DecodeError, ErrorCode, ManagerMessage, FLAG_JOBSERVER,

@@ -4,6 +4,7 @@
 
 use crate::enforce::Enforcer;
 use crate::proc_ref::ProcRef;
+use partita_protocol::hop;
 use partita_protocol::page::PageMap;
 use partita_protocol::CpuSet;
 use std::sync::atomic::Ordering;
