@@ -4,14 +4,15 @@
 # serial console to stdout; the host test (vm/numa/tests/vm.rs) parses the
 # "PARTITA-NUMA ..." lines.
 #
-# Steps: build the static guest binary (its own target dir, so the shared target/ keeps its
-# flags), fetch the cloud kernel into target/numa-vm/kernel, pack busybox + the binary into an
+# Steps: build the static guest binaries (the two of this package and examples/rayon-heap; their
+# own target dir, so the shared target/ keeps its flags), fetch the cloud kernel into target/numa-vm/kernel, pack busybox + the binary into an
 # initramfs, boot with two nodes of one CPU and 512 MiB each (the follow guest's unmodified
 # program fills a 256 MiB heap on one node and the manager moves it to the other), power off
 # at the end.
 #
 #   vm/numa/run.sh                   env: NUMA_VM_TIMEOUT (seconds, default 200),
-#                                         NUMA_VM_ONLY_FOLLOW=1 (only the follow scenario)
+#                                         NUMA_VM_ONLY_FOLLOW=1 (only the follow guest),
+#                                         NUMA_VM_ONLY_PROCESS=1 (only its issue-31 part)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 ws=$(cd "$here/../.." && pwd)
@@ -31,9 +32,16 @@ echo "numa-vm: building the static guest binaries" >&2
   CARGO_PROFILE_RELEASE_DEBUG=0 \
   cargo build -q --release -p partita-numa-vm --bin numa-vm-guest --bin numa-follow-guest \
     --target x86_64-unknown-linux-gnu >&2)
+# The unmodified rayon program whose heap the manager moves (issue 31): the crates.io rayon on
+# partita-runtime through the compat/rayon-core patch, a package of its own (its own
+# Cargo.lock), built the same way into the same target directory.
+(cd "$ws/examples/rayon-heap" && CARGO_TARGET_DIR=$ws/target/vm \
+  RUSTFLAGS='-C target-feature=+crt-static' CARGO_PROFILE_RELEASE_DEBUG=0 \
+  cargo build -q --release --locked --target x86_64-unknown-linux-gnu >&2)
 guest=$ws/target/vm/x86_64-unknown-linux-gnu/release/numa-vm-guest
 follow=$ws/target/vm/x86_64-unknown-linux-gnu/release/numa-follow-guest
-for bin in "$guest" "$follow"; do
+heap=$ws/target/vm/x86_64-unknown-linux-gnu/release/rayon-heap
+for bin in "$guest" "$follow" "$heap"; do
   if vm_is_dynamic "$bin"; then
     echo "numa-vm: $bin is not statically linked" >&2
     exit 2
@@ -46,6 +54,7 @@ root=$out/initramfs
 vm_root "$root"
 cp "$guest" "$root/guest"
 cp "$follow" "$root/follow-guest"
+cp "$heap" "$root/rayon-heap"
 cat > "$root/init" <<'INIT'
 #!/bin/busybox sh
 /bin/busybox mount -t proc proc /proc
@@ -62,8 +71,13 @@ INIT
 chmod +x "$root/init"
 # NUMA_VM_ONLY_FOLLOW=1 skips the wrapper checks (quicker iteration on the follow scenario;
 # the host test then reports the missing checks).
-if [[ ${NUMA_VM_ONLY_FOLLOW:-0} == 1 ]]; then
+# NUMA_VM_ONLY_PROCESS=1 also skips the follow guest's other scenarios: only the unmodified
+# rayon program's (issue 31).
+if [[ ${NUMA_VM_ONLY_FOLLOW:-0} == 1 || ${NUMA_VM_ONLY_PROCESS:-0} == 1 ]]; then
   sed -i 's|^/guest$|true|' "$root/init"
+fi
+if [[ ${NUMA_VM_ONLY_PROCESS:-0} == 1 ]]; then
+  sed -i 's|^/follow-guest$|PARTITA_VM_ONLY_PROCESS=1 /follow-guest|' "$root/init"
 fi
 vm_pack "$root" "$out/initramfs.cpio.gz"
 

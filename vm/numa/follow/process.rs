@@ -1,19 +1,19 @@
-//! Memory follows CPUs for an unmodified program (issue 31): application P (this binary,
-//! `heap NAME`) is a rayon-style program on partita-runtime's pool that keeps its data in a
-//! plain `Vec` (256 MiB, no NUMA API, no `PoolVec`). The manager places P on node 0, where P
-//! fills its heap; P idles, B takes node 0, P wakes and is placed on node 1, and the
-//! manager's page mover must bring ≥ 95% of P's resident pages to node 1 within 2 s of
-//! publishing the move (`numa-process: N of M pages on node 1 after T ms`, from the manager's
-//! own status, which reads P's `numa_maps`). Then Q, the same program started with
+//! Memory follows CPUs for an unmodified program (issue 31): application P is a plain rayon
+//! program (`examples/rayon-heap`, the crates.io `rayon` on partita-runtime through the
+//! `compat/rayon-core` patch; `/rayon-heap` in the guest) that keeps its data in a `Vec`
+//! (256 MiB, collected by the pool's workers through `par_iter`, so they first-touch it; no
+//! NUMA API). The manager places P on node 0, where P fills its heap and sweeps it; P idles, B
+//! takes node 0, P wakes and is placed on node 1, and the manager's page mover must bring
+//! ≥ 95% of P's resident pages to node 1 within 2 s of publishing the move (`numa-process: N
+//! of M pages on node 1 after T ms`, from the manager's own status, which reads P's
+//! `numa_maps`). Then the kernel alone moves the same heap back and forth with
+//! `migrate_pages(2)` under the same load (the baselines). Then Q, the same program started with
 //! `PARTITA_NUMA=off`, goes through the same moves and its pages must stay on node 0.
 
-use std::io::BufRead;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use partita_manager::status::AppStatus;
-use partita_runtime::{ThreadPool, ThreadPoolBuilder};
 
 use super::{wait_app, wait_cpus, App, Checks};
 
@@ -25,68 +25,18 @@ const SMALL_HEAP_BYTES: usize = 32 << 20;
 const TARGET: Duration = Duration::from_secs(2);
 /// How long the observer waits for the 95% at most (the check's bound is capped by it).
 const LIMIT: Duration = Duration::from_secs(45);
+/// The unmodified rayon program (vm/numa/run.sh puts it there; `PARTITA_NUMA_VM_RAYON_HEAP`
+/// overrides the path).
+const RAYON_HEAP: &str = "/rayon-heap";
 
-static HEAP: OnceLock<Vec<u64>> = OnceLock::new();
-
-/// The application side: a one-worker pool, a `Vec` heap, line commands on stdin.
-pub(super) fn heap_app() {
-    let pool = ThreadPoolBuilder::new()
-        .num_threads(1)
-        .build()
-        .expect("pool builds");
-    let pool = std::sync::Arc::new(pool);
-    let busy = std::sync::Arc::new(AtomicBool::new(false));
-    {
-        let (pool, busy) = (pool.clone(), busy.clone());
-        std::thread::spawn(move || sweep(&pool, &busy));
-    }
-    for line in std::io::stdin().lock().lines() {
-        let Ok(line) = line else { break };
-        let mut words = line.split_whitespace();
-        let reply = match (
-            words.next(),
-            words.next().and_then(|w| w.parse::<usize>().ok()),
-        ) {
-            (Some("alloc"), Some(bytes)) => {
-                // Filled by the pool's worker (on the application's CPUs): first touch there.
-                let v = pool.install(|| vec![1u64; bytes / 8]);
-                let pages = v.len() * 8 / 4096;
-                let _ = HEAP.set(v);
-                format!("ok {pages}")
-            }
-            (Some("busy"), _) => {
-                busy.store(true, Ordering::Relaxed);
-                "ok".into()
-            }
-            (Some("idle"), _) => {
-                busy.store(false, Ordering::Relaxed);
-                "ok".into()
-            }
-            _ => break,
-        };
-        println!("{reply}");
-    }
-}
-
-/// While `busy`, the pool's worker reads one word of every page of the heap, over and over.
-fn sweep(pool: &ThreadPool, busy: &AtomicBool) {
-    loop {
-        if !busy.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(5));
-            continue;
-        }
-        pool.install(|| {
-            let t = Instant::now();
-            let mut s = 0u64;
-            while t.elapsed() < Duration::from_millis(20) {
-                if let Some(v) = HEAP.get() {
-                    s = s.wrapping_add(v.iter().step_by(512).sum::<u64>());
-                }
-                std::hint::spin_loop();
-            }
-            std::hint::black_box(s);
-        });
-    }
+/// The rayon program as application `name`, with one worker (`RAYON_NUM_THREADS`, as any
+/// rayon program takes it: one CPU's demand, so the manager can give it one node's CPU).
+fn start_heap_app(name: &str, sock: &std::path::Path, env: &[(&str, &str)]) -> Result<App, String> {
+    let path = std::env::var("PARTITA_NUMA_VM_RAYON_HEAP").unwrap_or_else(|_| RAYON_HEAP.into());
+    let mut env = env.to_vec();
+    env.push(("RAYON_NUM_THREADS", "1"));
+    App::run(std::process::Command::new(&path), name, sock, &env)
+        .map_err(|e| format!("cannot start {path}: {e}"))
 }
 
 /// Resident pages of the application (from the manager's status): (on node 1, all).
@@ -119,8 +69,14 @@ pub(super) fn scenarios(c: &mut Checks) {
     let r = moved_to_node1(&m, &sock, "P", HEAP_BYTES, &[]);
     c.check(
         "process_follow",
-        r.and_then(|x| follow_verdict(x.placed, x.ms, &x.status, rates)),
+        r.as_ref()
+            .map_err(Clone::clone)
+            .and_then(|x| follow_verdict(x.placed, x.ms, &x.status, rates)),
     );
+    if let Ok(x) = &r {
+        kernel_alone(&m, x.status.pid, x.ms);
+    }
+    drop(r);
     let r = moved_to_node1(&m, &sock, "Q", SMALL_HEAP_BYTES, &[("PARTITA_NUMA", "off")]);
     c.check(
         "process_opt_out",
@@ -199,6 +155,65 @@ fn follow_verdict(
     }
 }
 
+/// The baselines, for the INFO lines: the kernel alone moves P's memory in one
+/// `migrate_pages(2)` call, under the load the mover had (P sweeping its heap on CPU 1, B busy
+/// on CPU 0), once the mover is done with P (else both would move the same pages): back to
+/// node 0 from a thread as the scheduler places it at the default priority, then to node 1
+/// again as the mover runs (on node 1's CPU, at its raised priority: the difference to the
+/// mover's time is the mover's own). `mover_ms`: the mover's time, printed beside them.
+fn kernel_alone(m: &partita_manager::ManagerHandle, pid: i32, mover_ms: u128) {
+    let t = Instant::now();
+    let mut state = String::new();
+    while t.elapsed() < Duration::from_secs(10) {
+        state = m
+            .status()
+            .app_by_pid(pid)
+            .map(|a| a.memory_migration.clone())
+            .unwrap_or_default();
+        if !state.starts_with("moving") && !state.starts_with("waiting") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    println!("PARTITA-NUMA INFO process_kernel_alone the mover's state before: {state:?}");
+    let back = std::thread::spawn(move || kernel_moves(pid, 1, 0)).join();
+    let again = std::thread::spawn(move || {
+        use partita_manager::memfollow::cpu;
+        let prio = cpu::raise_priority().map_err(|e| e.to_string());
+        let _there = cpu::OnNode::enter(1);
+        format!("{} (priority: {prio:?})", kernel_moves(pid, 0, 1))
+    })
+    .join();
+    for (how, r) in [("default priority", back), ("as the mover", again)] {
+        println!(
+            "PARTITA-NUMA INFO process_kernel_alone {how}: {}; the mover took {mover_ms} ms",
+            r.unwrap_or_else(|_| "panicked".into())
+        );
+    }
+}
+
+/// One `migrate_pages(2)` call moving process `pid`'s pages from `from` to `to`, timed.
+fn kernel_moves(pid: i32, from: u32, to: u32) -> String {
+    let on = |node| {
+        partita_numa::numa_maps::pages_per_node(pid as u32)
+            .map(|p| p.get(&node).copied().unwrap_or(0))
+            .unwrap_or(0)
+    };
+    let before = on(from);
+    let one = partita_numa::NodeSet::single;
+    let t = Instant::now();
+    let left = partita_numa::migrate_pages(Some(pid as u32), &one(from), &one(to));
+    let ms = t.elapsed().as_millis();
+    let moved = on(to);
+    let mib = (moved * 4096) as f64 / f64::from(1u32 << 20);
+    format!(
+        "migrate_pages from node {from} to node {to}: {moved} pages on node {to} after, \
+         {before} on node {from} before ({mib:.0} MiB), in {ms} ms ({:.0} MiB/s; not moved: \
+         {left:?})",
+        mib / (ms.max(1) as f64 / 1000.0)
+    )
+}
+
 /// Q's pages stayed on node 0 through a placement far longer than the cost rule's wait.
 fn opt_out_verdict(m: &partita_manager::ManagerHandle, a: &AppStatus) -> Result<String, String> {
     std::thread::sleep(Duration::from_millis(500));
@@ -242,7 +257,7 @@ fn moved_to_node1(
     bytes: usize,
     env: &[(&str, &str)],
 ) -> Result<Moved, String> {
-    let mut p = App::start_as("heap", name, sock, env).map_err(|e| e.to_string())?;
+    let mut p = start_heap_app(name, sock, env)?;
     p.ask("busy");
     wait_cpus(m, p.pid(), &[0])?;
     let reply = p.ask(&format!("alloc {bytes}"));

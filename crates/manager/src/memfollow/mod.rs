@@ -8,12 +8,13 @@
 //!   budget-sized slice at a time, on the manager's part of the memory only;
 //! - [`mover`]: the per-application state between rounds and the error handling;
 //! - [`optout`]: `PARTITA_NUMA=off`; [`config`]: `[numa_migration]`;
-//! - [`MoverThread`]: the mover's own thread;
+//! - [`MoverThread`]: the mover's own thread; [`cpu`]: where and at what priority it moves;
 //! - [`Stats`]: what `partita status` and `/metrics` show.
 //!
 //! Design: `docs/design/numa.md`, "Memory follows CPUs for unmodified programs".
 
 pub mod config;
+pub mod cpu;
 pub mod mover;
 pub mod optout;
 pub mod pages;

@@ -148,6 +148,7 @@ impl<K: Kernel> Mover<K> {
                     if !app.history.is_empty() {
                         app.report.moves += 1;
                     }
+                    tracing::debug!(pid = v.proc.pid(), nodes = ?new.nodes(), "numa-migrate: placement");
                     app.history.push(new);
                     if app.history.len() > HISTORY {
                         app.history.remove(0);
@@ -262,9 +263,17 @@ fn count(
     let node = now.main_node().unwrap_or(0);
     alive(app)?;
     stats.calls.fetch_add(1, Ordering::Relaxed);
+    let t = std::time::Instant::now();
     let mappings = k.mappings(app.proc.pid() as u32)?;
     let stray = pages::stray_pages(&mappings, &allowed);
     app.passes += 1;
+    tracing::debug!(
+        pid = app.proc.pid(),
+        stray,
+        pass = app.passes,
+        ms = t.elapsed().as_millis() as u64,
+        "numa-migrate: counted"
+    );
     // Two passes per placement at most: what the second leaves cannot move (shared, locked).
     if stray == 0 || app.passes > 2 || allowed.len() >= online {
         app.done_for = Some(at);
@@ -303,6 +312,9 @@ fn move_slice(
         moved = s.moved,
         failed = s.failed,
         calls = s.calls,
+        query_ms = s.us[0] / 1000,
+        move_ms = s.us[1] / 1000,
+        verify_ms = s.us[2] / 1000,
         ms = t.elapsed().as_millis() as u64,
         "numa-migrate: slice"
     );

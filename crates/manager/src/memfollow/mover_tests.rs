@@ -275,6 +275,20 @@ fn a_full_destination_ends_the_placement_not_the_manager() {
     assert_eq!(stats.snapshot().errors, 2);
 }
 
+/// A move that answers for every page (on the destination) is not asked about again: one
+/// count, then per slice its queries and the move, nothing more.
+#[test]
+fn a_move_that_answers_for_every_page_is_not_asked_again() {
+    let fake = Fake::with(1000, 0);
+    let stats = Arc::new(Stats::default());
+    let mut m = Mover::new(&fake, Params::default(), 2, vec![], stats.clone());
+    run(&mut m, &me(), (0, 3000, 5), |_| vec![1]);
+    assert_eq!(fake.on(HEAP, 1), 1000);
+    // Count, query, move; then the second count finds nothing stray.
+    assert_eq!(fake.calls(), 4);
+    assert_eq!(stats.app(1).unwrap().moved_bytes, 1000 * PAGE as u64);
+}
+
 /// An application that exits during its migration: the next slice sees its pidfd closed,
 /// asks the kernel nothing more about its pid, and says so.
 #[test]

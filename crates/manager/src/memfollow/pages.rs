@@ -44,6 +44,7 @@ impl Kernel for Linux {
         partita_numa::locate_pages_of(pid, addrs)
     }
     fn move_to(&self, pid: u32, addrs: &[usize], node: u32) -> Result<Vec<PageStatus>, NumaError> {
+        let _there = super::cpu::OnNode::enter(node);
         partita_numa::move_pages_of(pid, addrs, node, addrs.len().max(1), MoveScope::Exclusive)
     }
 }
@@ -131,6 +132,8 @@ pub struct Slice {
     pub first_error: Option<i32>,
     /// System calls made.
     pub calls: u64,
+    /// Time spent finding the stray pages, moving them, and asking where they went (µs).
+    pub us: [u64; 3],
 }
 
 /// Moves stray pages of `pid` along `work`: finds them with `move_pages` queries
@@ -151,6 +154,7 @@ pub fn slice(
 ) -> Result<Slice, NumaError> {
     let mut out = Slice::default();
     let mut stray = Vec::new();
+    let t = std::time::Instant::now();
     while (stray.len() as u64) < budget_pages {
         let addrs = work.next_chunk(page);
         if addrs.is_empty() {
@@ -171,15 +175,33 @@ pub fn slice(
         return Ok(out);
     }
     out.stray = stray.len() as u64;
+    out.us[0] = t.elapsed().as_micros() as u64;
+    let t = std::time::Instant::now();
     *calls += 1;
     out.calls += 1;
     let tried = k.move_to(pid, &stray, work.node)?;
-    // Where they are now: with transparent huge pages one address moves the whole huge page
-    // and the kernel reports its other addresses as busy, so ask.
-    *calls += 1;
-    out.calls += 1;
-    let after = k.locate(pid, &stray)?;
-    out.moved = after.iter().filter(|s| s.node() == Some(work.node)).count() as u64;
+    out.us[1] = t.elapsed().as_micros() as u64;
+    let t = std::time::Instant::now();
+    // Where they are now. The move's own answer says so for most pages; the others are asked
+    // (with transparent huge pages one address moves the whole huge page and the kernel
+    // answers EBUSY for the next address). A batch the kernel could not finish leaves its
+    // answers unwritten, and an unwritten answer reads as node 0 (the status array starts
+    // zeroed): a move to node 0 asks for every page.
+    let unsure: Vec<usize> = stray
+        .iter()
+        .zip(&tried)
+        .filter(|(_, s)| work.node == 0 || s.node() != Some(work.node))
+        .map(|(a, _)| *a)
+        .collect();
+    let mut moved = (stray.len() - unsure.len()) as u64;
+    if !unsure.is_empty() {
+        *calls += 1;
+        out.calls += 1;
+        let after = k.locate(pid, &unsure)?;
+        moved += after.iter().filter(|s| s.node() == Some(work.node)).count() as u64;
+    }
+    out.us[2] = t.elapsed().as_micros() as u64;
+    out.moved = moved;
     out.failed = out.stray - out.moved;
     if out.failed > 0 {
         // The move's own per-page status says why (`EBUSY` for the other pages of a huge

@@ -44,6 +44,9 @@ impl MoverThread {
         let thread = std::thread::Builder::new()
             .name("partita-numa-migrate".into())
             .spawn(move || {
+                if let Err(e) = super::cpu::raise_priority() {
+                    tracing::debug!(error = %e, "numa-migrate: the mover keeps the default priority");
+                }
                 let mut seen = u64::MAX;
                 loop {
                     let fresh = views(seen);
