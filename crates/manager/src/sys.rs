@@ -24,6 +24,21 @@ fn sys_err(call: impl Into<String>) -> impl FnOnce(io::Error) -> SysError {
     move |source| SysError { call, source }
 }
 
+/// Sets the calling thread's nice value (`setpriority(PRIO_PROCESS, 0, nice)`: nice values
+/// are per thread on Linux). Lowering it below the current value needs `CAP_SYS_NICE`.
+pub fn set_thread_nice(nice: i32) -> Result<(), SysError> {
+    // SAFETY: setpriority takes plain integers and touches no memory of ours; `0` names the
+    // calling thread.
+    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(sys_err(format!("setpriority(0, {nice})"))(
+            io::Error::last_os_error(),
+        ))
+    }
+}
+
 /// A thread's CPU affinity: partita-protocol's wrappers (the workspace's one
 /// `sched_getaffinity` / `sched_setaffinity`), re-exported where the manager's other system
 /// calls are. Their [`AffinityError`] names the call and the thread, and converts into

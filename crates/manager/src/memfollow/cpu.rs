@@ -11,15 +11,8 @@ use partita_protocol::CpuSet;
 pub const NICE: i32 = -10;
 
 /// Gives the calling thread [`NICE`] (needs `CAP_SYS_NICE`); the error otherwise.
-pub fn raise_priority() -> std::io::Result<()> {
-    // SAFETY: setpriority takes plain integers; `0` names the calling thread (nice values
-    // are per thread on Linux).
-    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, NICE) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+pub fn raise_priority() -> Result<(), crate::sys::SysError> {
+    crate::sys::set_thread_nice(NICE)
 }
 
 /// The CPUs of `node` (`/sys/devices/system/node/nodeN/cpulist`); empty when unknown.
