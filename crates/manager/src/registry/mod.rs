@@ -50,6 +50,9 @@ struct App {
     published: Option<(u32, CpuSet)>,
     /// Its published CPUs are its partition's, time-shared (`realloc::plan::Share`).
     shared: bool,
+    /// The outside load was counted again after it registered ([`Registry::counted`]):
+    /// until then no round plans it (it runs at full size).
+    counted: bool,
     /// Allocations published to it so far.
     allocations: u64,
     /// When its pending revocation was published (monotonic ns; `realloc::plan::handover`).
@@ -422,6 +425,7 @@ impl Registry {
                 page: Arc::new(page),
                 published: None,
                 shared: false,
+                counted: false,
                 allocations: 0,
                 revoked_at: None,
             },
@@ -460,6 +464,13 @@ impl Registry {
             ));
         }
         Ok(())
+    }
+
+    /// The outside load was counted again after `id` registered: rounds plan it from now on.
+    pub(crate) fn counted(&mut self, id: AppId) {
+        if let Some(a) = self.apps.get_mut(&id) {
+            a.counted = true;
+        }
     }
 
     /// Remove an application; the next batch restores its affinity if it still runs.
@@ -555,7 +566,7 @@ impl Registry {
             .map(|k| alloc::uncontrolled_demand(self.runnable[k].now, self.runnable[k].avg))
             .collect();
         let mut apps = Vec::with_capacity(self.apps.len());
-        for app in self.apps.values() {
+        for app in self.apps.values().filter(|a| a.counted) {
             let demand = app.page.app.demand.load(Ordering::Relaxed);
             // A parked application (bandwidth policy's zero quantum) asks for nothing.
             let demand = self.bandwidth.demand(app.id, demand);

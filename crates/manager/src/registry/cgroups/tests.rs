@@ -55,7 +55,9 @@ fn a_partition_comes_and_goes_with_its_program() {
     assert_eq!(st.applications[0].partition, "mine");
     assert_eq!(r.cgroups.bounds().iter().flatten().count(), 1);
     assert!(!r.recheck_cgroups());
-    // The plan confines it to its cgroup's CPUs only.
+    // Once counted (the daemon recounts the outside load after the welcome), the plan
+    // confines it to its cgroup's CPUs only.
+    r.counted(id);
     let _ = r.plan();
     let st = r.status(None);
     let cg: CpuSet = st.partitions[1].cgroup_cpus.iter().copied().collect();
