@@ -5,6 +5,7 @@
 //! for short bookkeeping and never wait for a reallocation (except `partita run`, which waits
 //! for the one that gives its partition a CPU, on a blocking thread).
 
+mod application;
 pub mod harness;
 pub(crate) mod outside;
 mod sample;
@@ -22,20 +23,19 @@ use crate::supervise::supervise;
 use crate::sys::SysError;
 use crate::{sys, Error};
 use partita_protocol::hop;
-use partita_protocol::sys::{peer_cred, peer_pidfd, send_with_fd};
+use partita_protocol::sys::{peer_cred, peer_pidfd};
 use partita_protocol::wire::{
     frame_len, ClientMessage, DecodeError, ErrorCode, ManagerMessage, FLAG_JOBSERVER,
-    FLAG_PARTITION_ONLY, MAX_CLIENT_FRAME, PROTOCOL_VERSION,
+    FLAG_PARTITION_ONLY, MAX_CLIENT_FRAME,
 };
 use partita_protocol::CpuSet;
 use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-use tokio::io::unix::AsyncFd;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Notify;
 
@@ -620,7 +620,7 @@ async fn connection(shared: Arc<Shared>, mut stream: UnixStream, hello_timeout: 
                 partition_only: hello.flags & FLAG_PARTITION_ONLY != 0,
                 jobserver: hello.flags & FLAG_JOBSERVER != 0,
             };
-            serve_application(&shared, &mut stream, req).await
+            application::serve(&shared, &mut stream, req).await
         }
         ClientMessage::DemandChanged | ClientMessage::Goodbye => {
             let msg = "the first message must be a hello, status request or confine request";
@@ -682,127 +682,6 @@ async fn confine(
 
 /// How long a status or confine reply may take to be read.
 const STATUS_WRITE_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// Unregisters its application when dropped: on every way out of the connection task,
-/// including a panic and the task's cancellation at shutdown.
-struct Unregister<'a> {
-    shared: &'a Shared,
-    id: u32,
-}
-
-impl Drop for Unregister<'_> {
-    fn drop(&mut self) {
-        self.shared.lock().unregister(self.id);
-        self.shared.request_round();
-    }
-}
-
-/// Register, welcome, follow until the application leaves, unregister.
-///
-/// The welcome goes out at once: a program whose pool is dropped waits for its client thread,
-/// which waits for the welcome, so anything the manager did first was paid by every short
-/// program (the recount below, three walks of `/proc` 2 ms apart, cost b3sum — 35 ms, its
-/// own pool — 9 % of its life). Until the recount is done the application takes no part in
-/// a round (`Registry::counted`): it runs at full size, and no round plans it against an
-/// outside count that still holds its own threads or an exited process.
-async fn serve_application(shared: &Arc<Shared>, stream: &mut UnixStream, req: Registration) {
-    let (pid, uid, name, pool) = (req.pid, req.uid, req.name.clone(), req.pool_size);
-    let proc = req.proc.clone();
-    let registered = shared.lock().register(req);
-    let id = match registered {
-        Ok(id) => id,
-        Err((code, msg)) => return refuse(shared, stream, (pid, uid), code, msg).await,
-    };
-    let _guard = Unregister { shared, id };
-    tracing::info!(id, pid, name = %name, pool, "application registered");
-    let welcomed = welcome(shared, stream, id).await;
-    tokio::spawn(count_then_allocate(shared.clone(), id));
-    if welcomed.is_ok() {
-        follow(shared, stream, &proc, uid).await;
-    }
-    tracing::info!(id, pid, "application gone");
-}
-
-/// The newcomer's first allocation, after counting the outside load again: its own threads
-/// were outside ones until it registered, and the last sample may have seen a process that
-/// has exited since. Nothing counted outside at the last sample (its gate closed:
-/// `outside_seen` is 0): nothing to lower, and no recount (three walks of /proc, shared by
-/// the registrations of the next 20 ms).
-async fn count_then_allocate(shared: Arc<Shared>, id: u32) {
-    let req = shared.lock().sample_request();
-    if req.system_wide && shared.outside_seen.load(Ordering::Relaxed) > 0 {
-        let cache = shared.fresh.clone();
-        let count = move || cache.get(|| sample::outside_runnable_now(&req));
-        if let Ok(fresh) = tokio::task::spawn_blocking(count).await {
-            if fresh == 0 {
-                shared.outside_gone.store(true, Ordering::Relaxed);
-            }
-            shared.lock().lower_outside(fresh);
-        }
-    }
-    shared.lock().counted(id);
-    // Its first allocation (it runs at full size until then): now, not at the periodic tick.
-    shared.request_round();
-}
-
-async fn welcome(shared: &Shared, stream: &mut UnixStream, id: u32) -> std::io::Result<()> {
-    let (partition, fd) = shared
-        .lock()
-        .welcome(id)
-        .ok_or_else(|| std::io::Error::other("application vanished"))??;
-    let frame = ManagerMessage::Welcome {
-        version: PROTOCOL_VERSION,
-        app_id: id,
-        partition,
-    }
-    .encode();
-    let sent = loop {
-        stream.writable().await?;
-        match stream.try_io(Interest::WRITABLE, || {
-            send_with_fd(stream.as_fd(), &frame, fd.as_fd())
-        }) {
-            Ok(n) => break n,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-            Err(e) => return Err(e),
-        }
-    };
-    stream.write_all(&frame[sent..]).await
-}
-
-/// Serve a registered application until it leaves: EOF, goodbye, pidfd readiness, or a
-/// protocol error.
-async fn follow(shared: &Shared, stream: &mut UnixStream, proc: &ProcRef, uid: u32) {
-    let who = (proc.pid(), uid);
-    let pidfd = proc.pidfd().try_clone().ok().and_then(|fd| {
-        // SAFETY: the AsyncFd takes ownership of the OwnedFd, which therefore stays open and
-        // refers to the same pidfd for the AsyncFd's whole lifetime; OwnedFd::as_raw_fd always
-        // returns the same descriptor.
-        unsafe { AsyncFd::register(fd) }.ok()
-    });
-    let Some(pidfd) = pidfd else {
-        let msg = "cannot watch the process (pidfd)".to_string();
-        return refuse(shared, stream, who, ErrorCode::Internal, msg).await;
-    };
-    let died = pidfd.readable();
-    tokio::pin!(died);
-    loop {
-        tokio::select! {
-            _ = &mut died => return,
-            msg = read_frame(stream) => match msg {
-                Ok(None) | Ok(Some(ClientMessage::Goodbye)) => return,
-                Ok(Some(ClientMessage::DemandChanged)) => {
-                    hop!("doorbell", pid = who.0);
-                    shared.demand_changed();
-                }
-                Ok(Some(_)) => {
-                    let msg = "unexpected message after registration".to_string();
-                    return refuse(shared, stream, who, ErrorCode::OutOfOrder, msg).await
-                }
-                Err((code, msg)) => return refuse(shared, stream, who, code, msg).await,
-            },
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests;

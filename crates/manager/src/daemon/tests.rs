@@ -1,5 +1,6 @@
 //! The daemon's shared state, without sockets.
 
+use super::application::Unregister;
 use super::*;
 use crate::config::{Control, Uncontrolled};
 
