@@ -583,6 +583,7 @@ impl Registry {
                 partition_only: app.partition_only,
                 may_confine: self.privileged || app.uid == self.euid,
                 published: app.published,
+                shared: app.shared,
                 demand: app.page.app.demand.load(Ordering::Relaxed),
                 // A jobserver build's `active` counts tokens, not workers that park.
                 active: (!app.partition_only && !app.jobserver)

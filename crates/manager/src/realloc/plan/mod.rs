@@ -36,6 +36,8 @@ pub(crate) struct AppView {
     pub may_confine: bool,
     /// What its page says now: `(target, cpus)`, `None` before the first publish.
     pub published: Option<(u32, CpuSet)>,
+    /// Whether those CPUs were published as its partition's, time-shared ([`Share`]).
+    pub shared: bool,
     /// The demand its page reports (its own, before the bandwidth policy parks it).
     pub demand: u32,
     /// The active workers its page reports (`None`: cannot be read, so no hand-over).
@@ -135,14 +137,18 @@ pub(crate) fn plan(input: &PlanInput, history: &mut History) -> Plan {
     let transit = handover::transit(input, &shares);
     for (app, share) in input.apps.iter().zip(&shares) {
         let (target, cpus) = desired(app, share, &partition_sets, input.managed, &transit);
-        if app.published == Some((target, cpus)) {
+        let shared = share.shared && target > 0;
+        // A program that moves between a CPU of its own and its partition's shared ones can
+        // keep the same page (a one-CPU partition): published again all the same, so the
+        // status says which it has.
+        if app.published == Some((target, cpus)) && app.shared == shared {
             continue;
         }
         effects.push(Effect::Publish {
             app: app.id,
             target,
             cpus,
-            shared: share.shared && target > 0,
+            shared,
         });
         let cpus_changed = app.published.map(|p| p.1) != Some(cpus);
         if cpus_changed && !cpus.is_empty() && app.may_confine {

@@ -68,6 +68,7 @@ pub(super) fn state() -> impl Strategy<Value = PlanInput> {
                     demand,
                     active,
                     revoked_at: None,
+                    shared: false,
                 });
             }
             PlanInput {
@@ -90,10 +91,14 @@ pub(super) fn apply_to(input: &mut PlanInput, plan: &Plan) {
     for e in &plan.effects {
         match *e {
             Effect::Publish {
-                app, target, cpus, ..
+                app,
+                target,
+                cpus,
+                shared,
             } => {
                 let a = input.apps.iter_mut().find(|a| a.id == app).unwrap();
                 a.published = Some((target, cpus));
+                a.shared = shared;
             }
             Effect::Affinity { .. } => {}
             Effect::Uncontrolled { partition, cpus } => input.uncontrolled_sets[partition] = cpus,

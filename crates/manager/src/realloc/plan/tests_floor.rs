@@ -34,6 +34,7 @@ fn crowd(n: u32, policy: PolicyKind, min_target: u32) -> PlanInput {
             demand: 2,
             active: Some(0),
             revoked_at: None,
+            shared: false,
         });
     }
     PlanInput {

@@ -37,6 +37,7 @@ fn two_apps(uncontrolled: u32) -> PlanInput {
         demand,
         active: Some(active),
         revoked_at: None,
+        shared: false,
     };
     PlanInput {
         alloc,
