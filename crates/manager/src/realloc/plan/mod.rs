@@ -11,8 +11,10 @@
 //! with none, which "would have degraded response time" (§6.3.1). A program that lives less
 //! than a period would otherwise wait out a whole turn with nothing running: four copies of
 //! a 20–60 ms rayon program on 2 CPUs ran 1.08–1.18× slower than without the manager
-//! (docs/bench/manager.md §14); with one worker each they are four single-threaded programs
-//! sharing two CPUs, the best static split. Only the sharing policies (equipartition, usage
+//! (docs/bench/manager.md §14). Measured (§18, four b3sum copies under `partita serve`, blocks
+//! alternating with `min_target = 0` and `PARTITA=off`): 2–5 % faster than the rotation, still
+//! 3–4 % slower than no manager and 1.13× the static split in the benchmark, so it does not
+//! make them a static split. Only the sharing policies (equipartition, usage
 //! decay) do this; batch, DSS's groups and the bandwidth policy's zero quanta keep an
 //! application at zero on purpose.
 
